@@ -1,0 +1,256 @@
+//! Signaling: the OpenAI Realtime WebRTC HTTP flow, the demo page, and admin endpoints.
+//!
+//! `POST /v1/realtime/calls` takes an SDP offer, places the call on a transceiver and returns
+//! the answer with `201` and `Location: /v1/realtime/calls/<id>`, as the real service does, so
+//! existing clients work by changing only their base URL.
+
+mod errors;
+mod placement;
+mod web;
+
+pub use errors::ApiError;
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use tower_http::cors::{Any, CorsLayer};
+
+use crate::transceiver::{CallError, TransceiverHandle};
+
+/// Offers from browsers are a few KB; anything near this is not an offer.
+pub const MAX_OFFER_BYTES: usize = 64 * 1024;
+
+/// One cluster as signaling sees it: where clients send media, and who can answer.
+#[derive(Clone)]
+pub struct ClusterView {
+    pub id: u16,
+    /// The address put in answers' candidate (the cluster relay, or the global relay).
+    pub media_addr: SocketAddr,
+    pub transceivers: Vec<TransceiverHandle>,
+}
+
+type StatsFn = Arc<dyn Fn() -> Value + Send + Sync>;
+
+#[derive(Clone)]
+pub struct Signaling {
+    clusters: Arc<Vec<ClusterView>>,
+    /// call id → (cluster index, transceiver index), for hangup and admin lookups.
+    calls: Arc<Mutex<HashMap<String, (usize, usize)>>>,
+    stats: StatsFn,
+}
+
+impl Signaling {
+    pub fn new(clusters: Vec<ClusterView>, stats: StatsFn) -> Self {
+        Signaling {
+            clusters: Arc::new(clusters),
+            calls: Arc::new(Mutex::new(HashMap::new())),
+            stats,
+        }
+    }
+
+    pub fn router(self) -> Router {
+        let cors = CorsLayer::new()
+            .allow_origin(Any)
+            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("x-openai-agents-sdk"),
+            ])
+            .expose_headers([
+                header::LOCATION,
+                HeaderName::from_static("x-voice-edge-relay"),
+                HeaderName::from_static("x-voice-edge-cluster"),
+                HeaderName::from_static("x-voice-edge-transceiver"),
+            ]);
+        Router::new()
+            .route("/v1/realtime/calls", post(create_call))
+            .route("/v1/realtime/calls/{id}/hangup", post(hangup))
+            .route("/admin/stats", get(admin_stats))
+            .route("/admin/calls", get(admin_calls))
+            .fallback(get(web::serve))
+            .layer(DefaultBodyLimit::max(MAX_OFFER_BYTES))
+            .layer(cors)
+            .with_state(self)
+    }
+}
+
+#[derive(Deserialize)]
+struct CallQuery {
+    /// Accepted and ignored: older beta-style clients send it; the model travels in
+    /// `session.update`.
+    #[allow(dead_code)]
+    model: Option<String>,
+    /// Pins the call to a cluster (for tests and operators); default is least loaded.
+    cluster: Option<u16>,
+}
+
+async fn create_call(
+    State(sig): State<Signaling>,
+    Query(q): Query<CallQuery>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Response, ApiError> {
+    let ctype = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ctype
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime != "application/sdp" {
+        return Err(ApiError::invalid(
+            "unsupported_content_type",
+            format!("POST the SDP offer with Content-Type: application/sdp (got {ctype:?})"),
+        )
+        .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE));
+    }
+    let body = body.map_err(|e| {
+        ApiError::invalid(
+            "body_too_large",
+            format!("offer rejected: {e} (limit {MAX_OFFER_BYTES} bytes)"),
+        )
+        .with_status(e.status())
+    })?;
+    let offer = std::str::from_utf8(&body)
+        .map_err(|_| ApiError::invalid("invalid_sdp", "the offer is not UTF-8 text"))?;
+    if !offer.trim_start().starts_with("v=0") {
+        return Err(ApiError::invalid(
+            "invalid_sdp",
+            "the body is not an SDP offer (it must start with v=0)",
+        ));
+    }
+    if !offer.lines().any(|l| l.starts_with("m=audio")) {
+        return Err(ApiError::invalid(
+            "no_audio",
+            "the offer has no audio m-line",
+        ));
+    }
+
+    let (ci, ti, t, media_addr) = sig.place(q.cluster)?;
+    let created = t.create_call(offer.to_owned()).await.map_err(|e| match e {
+        CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
+        CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
+    })?;
+    sig.calls
+        .lock()
+        .unwrap()
+        .insert(created.call_id.clone(), (ci, ti));
+
+    let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/sdp"),
+    );
+    let set = |h: &mut HeaderMap, k: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(HeaderName::from_static(k), v);
+        }
+    };
+    set(
+        h,
+        "location",
+        format!("/v1/realtime/calls/{}", created.call_id),
+    );
+    set(h, "x-voice-edge-relay", media_addr.to_string());
+    set(h, "x-voice-edge-cluster", created.cluster.to_string());
+    set(
+        h,
+        "x-voice-edge-transceiver",
+        created.transceiver.to_string(),
+    );
+    Ok(resp)
+}
+
+impl Signaling {
+    fn place(
+        &self,
+        cluster: Option<u16>,
+    ) -> Result<(usize, usize, TransceiverHandle, SocketAddr), ApiError> {
+        let candidates: Vec<(usize, &ClusterView)> = self
+            .clusters
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| cluster.is_none_or(|id| c.id == id))
+            .collect();
+        if candidates.is_empty() {
+            return Err(ApiError::invalid(
+                "unknown_cluster",
+                format!("no cluster {cluster:?}"),
+            ));
+        }
+        let mut best: Option<(usize, &ClusterView, &TransceiverHandle)> = None;
+        for (ci, c) in candidates {
+            if let Some(t) = placement::pick(&c.transceivers)
+                && best.is_none_or(|(_, _, b)| t.live_calls() < b.live_calls())
+            {
+                best = Some((ci, c, t));
+            }
+        }
+        let (ci, c, t) =
+            best.ok_or_else(|| ApiError::unavailable("no transceiver is accepting calls"))?;
+        let ti = c
+            .transceivers
+            .iter()
+            .position(|x| x.id == t.id)
+            .unwrap_or(0);
+        Ok((ci, ti, t.clone(), c.media_addr))
+    }
+}
+
+async fn hangup(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let loc = sig.calls.lock().unwrap().remove(&id);
+    let not_found = || {
+        ApiError::invalid("call_not_found", format!("no live call {id:?}"))
+            .with_status(StatusCode::NOT_FOUND)
+    };
+    let (ci, ti) = loc.ok_or_else(not_found)?;
+    let t = sig.clusters[ci].transceivers[ti].clone();
+    if t.hangup(id.clone()).await {
+        Ok(StatusCode::OK.into_response())
+    } else {
+        Err(not_found())
+    }
+}
+
+async fn admin_stats(State(sig): State<Signaling>) -> Json<Value> {
+    let mut v = (sig.stats)();
+    let transceivers: Vec<Value> = sig
+        .clusters
+        .iter()
+        .flat_map(|c| {
+            c.transceivers.iter().map(move |t| {
+                json!({"cluster": c.id, "id": t.id, "addr": t.addr, "live_calls": t.live_calls(), "draining": t.is_draining()})
+            })
+        })
+        .collect();
+    v["transceivers"] = Value::Array(transceivers);
+    Json(v)
+}
+
+async fn admin_calls(State(sig): State<Signaling>) -> Json<Value> {
+    let mut all = vec![];
+    for c in sig.clusters.iter() {
+        for t in &c.transceivers {
+            all.extend(t.list_calls().await);
+        }
+    }
+    Json(json!({"calls": all}))
+}

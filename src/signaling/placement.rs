@@ -1,0 +1,14 @@
+//! Placement: which transceiver answers a new call.
+//!
+//! Least-loaded among those not draining, so a transceiver being taken out of service gets no
+//! new calls while its live ones finish; ties go to the lowest id, which keeps tests and logs
+//! predictable.
+
+use crate::transceiver::TransceiverHandle;
+
+pub fn pick(transceivers: &[TransceiverHandle]) -> Option<&TransceiverHandle> {
+    transceivers
+        .iter()
+        .filter(|t| !t.is_draining())
+        .min_by_key(|t| (t.live_calls(), t.id))
+}

@@ -1,0 +1,175 @@
+//! The transceiver: terminates ICE, DTLS, SRTP and SCTP for many calls on one UDP socket.
+//!
+//! Signaling asks it to answer an offer ([`TransceiverHandle::create_call`]); the session is
+//! registered in the socket loop *before* the answer is returned, so the client's first STUN
+//! check can never arrive ahead of the ufrag it names. Datagrams arrive either wrapped in the
+//! relay link header (the normal path) or bare, from a client connecting directly.
+
+mod peer;
+mod session;
+mod worker;
+
+pub use peer::AnswerError;
+pub use session::{SessionCounters, SessionState};
+
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+
+use rtc::peer_connection::certificate::{CertificateParams, RTCCertificate};
+use serde::Serialize;
+
+use crate::routing::RouteKeys;
+
+#[derive(Clone)]
+pub struct TransceiverConfig {
+    pub cluster: u16,
+    pub id: u16,
+    /// Where the shared socket binds (the relay forwards here).
+    pub bind: SocketAddr,
+    /// The candidate put in answers; `None` advertises the socket itself (direct clients).
+    pub advertise: Option<SocketAddr>,
+    pub route_keys: RouteKeys,
+}
+
+/// What a created call tells signaling.
+#[derive(Debug, Clone, Serialize)]
+pub struct CreatedCall {
+    pub call_id: String,
+    #[serde(skip)]
+    pub answer_sdp: String,
+    pub cluster: u16,
+    pub transceiver: u16,
+    pub candidate: SocketAddr,
+}
+
+/// A live call as the admin endpoint lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CallInfo {
+    pub call_id: String,
+    pub cluster: u16,
+    pub transceiver: u16,
+    pub client: Option<SocketAddr>,
+    pub via_relay: Option<SocketAddr>,
+    pub state: SessionState,
+    pub age_ms: u64,
+    pub connect_ms: Option<u64>,
+    pub counters: SessionCounters,
+}
+
+pub(crate) enum Command {
+    Create {
+        offer_sdp: String,
+        reply: tokio::sync::oneshot::Sender<Result<CreatedCall, AnswerError>>,
+    },
+    Hangup {
+        call_id: String,
+        reply: tokio::sync::oneshot::Sender<bool>,
+    },
+    List {
+        reply: tokio::sync::oneshot::Sender<Vec<CallInfo>>,
+    },
+}
+
+/// Cheap to clone; what signaling and the all-in-one process hold.
+#[derive(Clone)]
+pub struct TransceiverHandle {
+    pub cluster: u16,
+    pub id: u16,
+    pub addr: SocketAddr,
+    cmd: async_channel::Sender<Command>,
+    live: Arc<AtomicUsize>,
+    draining: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error(transparent)]
+    Answer(#[from] AnswerError),
+    #[error("transceiver {0} is not running")]
+    Unavailable(u16),
+}
+
+impl TransceiverHandle {
+    pub async fn create_call(&self, offer_sdp: String) -> Result<CreatedCall, CallError> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        self.cmd
+            .send(Command::Create { offer_sdp, reply })
+            .await
+            .map_err(|_| CallError::Unavailable(self.id))?;
+        Ok(rx.await.map_err(|_| CallError::Unavailable(self.id))??)
+    }
+
+    /// Ends a call; false when this transceiver does not know it.
+    pub async fn hangup(&self, call_id: String) -> bool {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        if self
+            .cmd
+            .send(Command::Hangup { call_id, reply })
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        rx.await.unwrap_or(false)
+    }
+
+    pub async fn list_calls(&self) -> Vec<CallInfo> {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        if self.cmd.send(Command::List { reply }).await.is_err() {
+            return vec![];
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    pub fn live_calls(&self) -> usize {
+        self.live.load(Ordering::Relaxed)
+    }
+
+    pub fn is_draining(&self) -> bool {
+        self.draining.load(Ordering::Relaxed)
+    }
+
+    pub fn stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.cmd.close();
+    }
+}
+
+/// Binds the shared socket and starts the worker thread.
+pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, JoinHandle<()>)> {
+    let socket = UdpSocket::bind(cfg.bind)?;
+    let addr = socket.local_addr()?;
+    let certificate = generate_certificate()?;
+    let (cmd_tx, cmd_rx) = async_channel::bounded(1024);
+    let live = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let handle = TransceiverHandle {
+        cluster: cfg.cluster,
+        id: cfg.id,
+        addr,
+        cmd: cmd_tx,
+        live: live.clone(),
+        draining: Arc::new(AtomicBool::new(false)),
+        stop: stop.clone(),
+    };
+    let advertise = cfg.advertise.unwrap_or(addr);
+    let w = worker::Worker::new(cfg, advertise, certificate, live, stop);
+    let thread = std::thread::Builder::new()
+        .name(format!("transceiver-{}", handle.id))
+        .spawn(move || w.run(socket, cmd_rx))?;
+    Ok((handle, thread))
+}
+
+/// One DTLS certificate per transceiver, shared by its calls: generating a key per call would
+/// cost setup time on every call and buy nothing, since the fingerprint travels in each answer.
+fn generate_certificate() -> anyhow::Result<RTCCertificate> {
+    let provider = rtc::crypto::default_provider()?;
+    Ok(RTCCertificate::generate(
+        provider.crypto(),
+        rtc::crypto::SignatureScheme::EcdsaP256Sha256,
+        CertificateParams::new(vec!["voice-edge".to_owned()])?,
+    )?)
+}

@@ -1,0 +1,198 @@
+//! Builds one answering peer connection on the sans-I/O `rtc` core.
+//!
+//! The async `webrtc::PeerConnection` binds sockets per connection; a transceiver instead owns one
+//! shared socket, so it configures the sans-I/O core directly: ICE-lite (a server with a known
+//! address never needs to gather or probe), credentials chosen by us (the ufrag carries the
+//! route), exactly one host candidate (the relay's public address), and the DTLS server role,
+//! which lets the browser start its handshake as soon as ICE is up.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use rtc::interceptor::Registry;
+use rtc::media_stream::MediaStreamTrack;
+use rtc::peer_connection::certificate::RTCCertificate;
+use rtc::peer_connection::configuration::RTCConfigurationBuilder;
+use rtc::peer_connection::configuration::interceptor_registry::register_default_interceptors;
+use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
+use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
+use rtc::peer_connection::sdp::RTCSessionDescription;
+use rtc::peer_connection::transport::{
+    CandidateConfig, CandidateHostConfig, RTCDtlsRole, RTCIceCandidate,
+};
+use rtc::peer_connection::{RTCPeerConnection, RTCPeerConnectionBuilder};
+use rtc::rtp_transceiver::RTCRtpSenderId;
+use rtc::rtp_transceiver::rtp_sender::{
+    RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
+    RtpCodecKind,
+};
+
+/// Opus as browsers offer it; 111 is Chromium's and Firefox's payload type, and the answer
+/// follows the offer's numbering anyway.
+fn opus() -> RTCRtpCodecParameters {
+    RTCRtpCodecParameters {
+        rtp_codec: RTCRtpCodec {
+            mime_type: MIME_TYPE_OPUS.to_owned(),
+            clock_rate: 48000,
+            channels: 2,
+            sdp_fmtp_line: "minptime=10;useinbandfec=1".to_owned(),
+            rtcp_feedback: vec![],
+        },
+        payload_type: 111,
+        ..Default::default()
+    }
+}
+
+pub struct AnsweredPeer {
+    pub pc: RTCPeerConnection,
+    pub answer_sdp: String,
+    pub audio_sender: RTCRtpSenderId,
+    pub audio_ssrc: u32,
+}
+
+pub struct PeerParams<'a> {
+    pub offer_sdp: String,
+    pub ufrag: String,
+    pub pwd: String,
+    /// The one address the client is told to send to: the relay's public address, or the
+    /// transceiver's own socket when clients connect directly.
+    pub candidate: SocketAddr,
+    pub certificate: &'a RTCCertificate,
+    /// Names the answer's media stream, so `ontrack` gets `e.streams[0]` (the Realtime SDK reads
+    /// it to play audio).
+    pub stream_id: &'a str,
+}
+
+/// Why an offer could not be answered; each maps to a client-visible 4xx.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    #[error("the offer is not valid SDP: {0}")]
+    BadSdp(String),
+    #[error("the offer has no audio m-line this server can answer (Opus over UDP/TLS/RTP/SAVPF)")]
+    NoAudio,
+    #[error("could not answer the offer: {0}")]
+    Negotiation(String),
+}
+
+pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerError> {
+    let offer = RTCSessionDescription::offer(p.offer_sdp)
+        .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
+    let parsed = offer
+        .unmarshal()
+        .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
+    if !parsed
+        .media_descriptions
+        .iter()
+        .any(|m| m.media_name.media == "audio")
+    {
+        return Err(AnswerError::NoAudio);
+    }
+
+    let neg = |e: rtc::shared::error::Error| AnswerError::Negotiation(e.to_string());
+    let mut media_engine = MediaEngine::default();
+    media_engine
+        .register_codec(opus(), RtpCodecKind::Audio)
+        .map_err(neg)?;
+    let registry =
+        register_default_interceptors(Registry::new(), &mut media_engine).map_err(neg)?;
+
+    let setting_engine = SettingEngineBuilder::new()
+        .with_lite(true)
+        .with_ice_credentials(p.ufrag, p.pwd)
+        .with_answering_dtls_role(RTCDtlsRole::Server)
+        .build();
+    let config = RTCConfigurationBuilder::new()
+        .with_certificates(vec![p.certificate.clone()])
+        .build();
+    let mut pc = RTCPeerConnectionBuilder::new()
+        .with_configuration(config)
+        .with_setting_engine(setting_engine)
+        .with_media_engine(media_engine)
+        .with_interceptor_registry(registry)
+        .build(now)
+        .map_err(neg)?;
+
+    let audio_ssrc = rand::random::<u32>();
+    let track = MediaStreamTrack::new(
+        p.stream_id.to_owned(),
+        format!("{}-audio", p.stream_id),
+        "assistant audio".to_owned(),
+        RtpCodecKind::Audio,
+        vec![RTCRtpEncodingParameters {
+            rtp_coding_parameters: RTCRtpCodingParameters {
+                ssrc: Some(audio_ssrc),
+                ..Default::default()
+            },
+            codec: opus().rtp_codec,
+            ..Default::default()
+        }],
+    );
+    let audio_sender = pc.add_track(track).map_err(neg)?;
+
+    pc.set_remote_description(now, offer).map_err(neg)?;
+
+    let candidate = CandidateHostConfig {
+        base_config: CandidateConfig {
+            network: "udp".to_owned(),
+            address: p.candidate.ip().to_string(),
+            port: p.candidate.port(),
+            component: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+    .new_candidate_host()
+    .map_err(neg)?;
+    let init = RTCIceCandidate::from(&candidate).to_json().map_err(neg)?;
+    pc.add_local_candidate(init).map_err(neg)?;
+
+    let answer = pc.create_answer(None).map_err(neg)?;
+    pc.set_local_description(now, answer).map_err(neg)?;
+    let answer_sdp = pc
+        .local_description()
+        .map(|d| d.sdp)
+        .ok_or_else(|| AnswerError::Negotiation("no local description".into()))?;
+    if !answer_sdp.contains("m=audio") || answer_sdp.contains("m=audio 0 ") {
+        return Err(AnswerError::NoAudio);
+    }
+    let answer_sdp = drop_rtcp_component_candidates(&answer_sdp);
+    Ok(AnsweredPeer {
+        pc,
+        answer_sdp,
+        audio_sender,
+        audio_ssrc,
+    })
+}
+
+/// The core writes every candidate twice, for RTP (component 1) and RTCP (component 2). Our
+/// answers always carry `a=rtcp-mux` (browsers require it with BUNDLE), so component 2 can never
+/// be used; dropping it keeps the answer to exactly one candidate, the relay.
+fn drop_rtcp_component_candidates(sdp: &str) -> String {
+    let mut out = String::with_capacity(sdp.len());
+    for line in sdp.split_inclusive('\n') {
+        let is_rtcp_candidate = line
+            .strip_prefix("a=candidate:")
+            .and_then(|rest| rest.split_whitespace().nth(1))
+            == Some("2");
+        if !is_rtcp_candidate {
+            out.push_str(line);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_only_component_one_candidates() {
+        let sdp = "m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=rtcp-mux\r\n\
+                   a=candidate:1 1 udp 2130706431 127.0.0.1 3478 typ host\r\n\
+                   a=candidate:1 2 udp 2130706431 127.0.0.1 3478 typ host\r\na=sendrecv\r\n";
+        let out = drop_rtcp_component_candidates(sdp);
+        assert_eq!(out.matches("a=candidate").count(), 1);
+        assert!(out.contains("a=candidate:1 1 udp"));
+        assert!(out.ends_with("a=sendrecv\r\n"));
+    }
+}

@@ -1,0 +1,249 @@
+//! One call on a transceiver: the peer connection plus what bridges it to the model.
+//!
+//! A session owns no thread and no task. The worker's socket loop feeds it datagrams and timer
+//! ticks, then calls [`Session::drive`] to move whatever that produced (decrypted audio to the
+//! model, model audio and Realtime events back into the peer connection); the worker flushes
+//! the resulting datagrams itself, because only it knows whether they go through a relay.
+
+use std::net::SocketAddr;
+use std::time::Instant;
+
+use bytes::Bytes;
+use rtc::data_channel::RTCDataChannelId;
+use rtc::peer_connection::RTCPeerConnection;
+use rtc::peer_connection::event::{RTCDataChannelEvent, RTCPeerConnectionEvent};
+use rtc::peer_connection::message::RTCMessage;
+use rtc::peer_connection::state::RTCPeerConnectionState;
+use rtc::rtp_transceiver::RTCRtpSenderId;
+use rtc::sansio::Protocol;
+use serde::Serialize;
+
+use crate::model::{AudioIn, Model};
+use crate::realtime::RealtimeSession;
+
+/// The label the OpenAI Realtime clients give the channel they create before the offer.
+pub const EVENTS_CHANNEL: &str = "oai-events";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    /// Answer sent, waiting for ICE and DTLS.
+    Connecting,
+    Connected,
+    /// Ended; the worker removes it on its next pass.
+    Closed,
+}
+
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct SessionCounters {
+    pub packets_in: u64,
+    pub bytes_in: u64,
+    pub packets_out: u64,
+    pub bytes_out: u64,
+    pub audio_frames_in: u64,
+    pub audio_frames_out: u64,
+}
+
+pub struct Session {
+    pub call_id: String,
+    pub ufrag: String,
+    pub pc: RTCPeerConnection,
+    /// The address in our answer's candidate; every datagram is presented to ICE as arriving
+    /// there, whichever relay carried it, because that is what the client sent to.
+    pub candidate: SocketAddr,
+    pub client: Option<SocketAddr>,
+    /// The relay link address that last delivered a packet of this call; replies go back the
+    /// same way. `None` means the client talks to this socket directly.
+    pub via: Option<(SocketAddr, u32)>,
+    pub state: SessionState,
+    pub created: Instant,
+    pub connected_at: Option<Instant>,
+    pub counters: SessionCounters,
+    /// The instant this session is queued under in the worker's timer heap.
+    pub next_timeout: Option<Instant>,
+    audio_sender: RTCRtpSenderId,
+    audio_ssrc: u32,
+    audio_pt: Option<u8>,
+    out_seq: u16,
+    out_ts: u32,
+    model: Box<dyn Model>,
+    realtime: RealtimeSession,
+    events_channel: Option<RTCDataChannelId>,
+}
+
+pub struct NewSession {
+    pub call_id: String,
+    pub ufrag: String,
+    pub pc: RTCPeerConnection,
+    pub candidate: SocketAddr,
+    pub audio_sender: RTCRtpSenderId,
+    pub audio_ssrc: u32,
+    pub model: Box<dyn Model>,
+}
+
+impl Session {
+    pub fn new(now: Instant, n: NewSession) -> Self {
+        let realtime = RealtimeSession::new(format!("sess_{}", &n.call_id[4..]), n.model.name());
+        Session {
+            call_id: n.call_id,
+            ufrag: n.ufrag,
+            pc: n.pc,
+            candidate: n.candidate,
+            client: None,
+            via: None,
+            state: SessionState::Connecting,
+            created: now,
+            connected_at: None,
+            counters: SessionCounters::default(),
+            next_timeout: None,
+            audio_sender: n.audio_sender,
+            audio_ssrc: n.audio_ssrc,
+            audio_pt: None,
+            out_seq: rand::random(),
+            out_ts: rand::random(),
+            model: n.model,
+            realtime,
+            events_channel: None,
+        }
+    }
+
+    /// Processes everything the last input made ready. Errors from the stack are logged, not
+    /// fatal: one malformed packet must not end a call.
+    pub fn drive(&mut self, now: Instant) {
+        loop {
+            let mut progressed = false;
+            while let Some(ev) = self.pc.poll_event() {
+                progressed = true;
+                self.on_event(now, ev);
+            }
+            while let Some(msg) = self.pc.poll_read() {
+                progressed = true;
+                self.on_message(now, msg.message);
+            }
+            while let Some(frame) = self.model.poll_audio(now) {
+                progressed = true;
+                self.send_audio(now, frame.payload, frame.samples_48k);
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+
+    fn on_event(&mut self, now: Instant, ev: RTCPeerConnectionEvent) {
+        match ev {
+            RTCPeerConnectionEvent::OnConnectionStateChangeEvent(state) => {
+                log::debug!("{}: peer connection {state}", self.call_id);
+                match state {
+                    RTCPeerConnectionState::Connected => {
+                        self.state = SessionState::Connected;
+                        self.connected_at.get_or_insert(now);
+                    }
+                    RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed => {
+                        self.state = SessionState::Closed;
+                    }
+                    _ => {}
+                }
+            }
+            RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnOpen(id)) => {
+                let label = self.pc.data_channel(id).map(|dc| dc.label().to_owned());
+                if label.as_deref() == Some(EVENTS_CHANNEL) {
+                    self.events_channel = Some(id);
+                    let frames = self.realtime.on_open();
+                    self.send_events(now, frames);
+                } else {
+                    log::debug!("{}: ignoring data channel {label:?}", self.call_id);
+                }
+            }
+            RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnClose(id))
+                if self.events_channel == Some(id) =>
+            {
+                self.events_channel = None;
+            }
+            _ => {}
+        }
+    }
+
+    fn on_message(&mut self, now: Instant, msg: RTCMessage) {
+        match msg {
+            RTCMessage::RtpPacket(_, pkt) => {
+                self.counters.audio_frames_in += 1;
+                self.model.on_audio(
+                    now,
+                    AudioIn {
+                        payload: &pkt.payload,
+                        rtp_timestamp: pkt.header.timestamp,
+                        sequence: pkt.header.sequence_number,
+                    },
+                );
+            }
+            RTCMessage::DataChannelMessage(id, msg) if Some(id) == self.events_channel => {
+                if !msg.is_string {
+                    // Realtime clients parse every frame as JSON text; binary has no meaning.
+                    return;
+                }
+                let text = String::from_utf8_lossy(&msg.data);
+                let frames = self.realtime.on_client_text(&text);
+                self.send_events(now, frames);
+            }
+            _ => {}
+        }
+    }
+
+    fn send_events(&mut self, now: Instant, frames: Vec<String>) {
+        let Some(id) = self.events_channel else {
+            return;
+        };
+        let Some(mut dc) = self.pc.data_channel(id) else {
+            return;
+        };
+        for f in frames {
+            if let Err(e) = dc.send_text(now, f) {
+                log::warn!("{}: data channel send failed: {e}", self.call_id);
+            }
+        }
+    }
+
+    fn send_audio(&mut self, now: Instant, payload: Bytes, samples: u32) {
+        if self.state != SessionState::Connected {
+            return;
+        }
+        let Some(mut sender) = self.pc.rtp_sender(self.audio_sender) else {
+            return;
+        };
+        let pt = match self.audio_pt {
+            Some(pt) => pt,
+            None => {
+                let Some(pt) = sender
+                    .get_parameters()
+                    .rtp_parameters
+                    .codecs
+                    .iter()
+                    .find(|c| c.rtp_codec.mime_type.eq_ignore_ascii_case("audio/opus"))
+                    .map(|c| c.payload_type)
+                else {
+                    return;
+                };
+                self.audio_pt = Some(pt);
+                pt
+            }
+        };
+        let packet = rtc::rtp::Packet {
+            header: rtc::rtp::header::Header {
+                version: 2,
+                payload_type: pt,
+                sequence_number: self.out_seq,
+                timestamp: self.out_ts,
+                ssrc: self.audio_ssrc,
+                ..Default::default()
+            },
+            payload,
+        };
+        self.out_seq = self.out_seq.wrapping_add(1);
+        self.out_ts = self.out_ts.wrapping_add(samples);
+        match sender.write_rtp(now, packet) {
+            Ok(()) => self.counters.audio_frames_out += 1,
+            Err(e) => log::debug!("{}: write_rtp: {e}", self.call_id),
+        }
+    }
+}

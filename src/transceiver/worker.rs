@@ -1,0 +1,399 @@
+//! The socket loop: one shared UDP socket, many sessions, one timer heap.
+//!
+//! Demultiplexing follows ICE itself: a STUN binding request names its session by the server
+//! ufrag in USERNAME (which is how a new client address, or a NAT rebinding, is learned);
+//! everything else is matched by the client's address. Timers live in a min-heap keyed by each
+//! session's `poll_timeout`, with stale entries skipped on pop, so a loop turn costs
+//! O(log n) however many calls are idle.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use async_io::{Async, Timer};
+use bytes::BytesMut;
+use futures_lite::future;
+use rtc::peer_connection::certificate::RTCCertificate;
+use rtc::sansio::Protocol;
+use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
+
+use super::peer::{self, PeerParams};
+use super::session::{NewSession, Session, SessionState};
+use super::{CallInfo, Command, CreatedCall, TransceiverConfig};
+use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
+use crate::routing::stun::{PacketKind, classify, peek_binding_username};
+use crate::routing::ufrag;
+
+/// A call that has not completed ICE and DTLS by then is abandoned (the client went away
+/// between offer and connect, or cannot reach us).
+const SETUP_DEADLINE: Duration = Duration::from_secs(30);
+/// Wake at least this often to enforce deadlines and notice a stop request.
+const HOUSEKEEPING: Duration = Duration::from_millis(500);
+const MAX_DATAGRAM: usize = 2048;
+
+type Key = u64;
+
+pub(super) struct Worker {
+    cfg: TransceiverConfig,
+    advertise: SocketAddr,
+    certificate: RTCCertificate,
+    live: Arc<AtomicUsize>,
+    stop: Arc<AtomicBool>,
+    sessions: HashMap<Key, Session>,
+    by_ufrag: HashMap<String, Key>,
+    by_addr: HashMap<SocketAddr, Key>,
+    by_call: HashMap<String, Key>,
+    timers: BinaryHeap<Reverse<(Instant, Key)>>,
+    next_key: Key,
+    send_buf: Vec<u8>,
+    dropped_unknown: u64,
+}
+
+enum Wake {
+    Datagram(usize, SocketAddr),
+    Command(Command),
+    CommandsClosed,
+    Timer,
+}
+
+impl Worker {
+    pub(super) fn new(
+        cfg: TransceiverConfig,
+        advertise: SocketAddr,
+        certificate: RTCCertificate,
+        live: Arc<AtomicUsize>,
+        stop: Arc<AtomicBool>,
+    ) -> Self {
+        Worker {
+            cfg,
+            advertise,
+            certificate,
+            live,
+            stop,
+            sessions: HashMap::new(),
+            by_ufrag: HashMap::new(),
+            by_addr: HashMap::new(),
+            by_call: HashMap::new(),
+            timers: BinaryHeap::new(),
+            next_key: 1,
+            send_buf: Vec::with_capacity(MAX_DATAGRAM + LINK_HEADER_LEN),
+            dropped_unknown: 0,
+        }
+    }
+
+    pub(super) fn run(mut self, socket: UdpSocket, commands: async_channel::Receiver<Command>) {
+        let socket = match Async::new(socket) {
+            Ok(s) => s,
+            Err(e) => {
+                log::error!("transceiver {}: cannot register socket: {e}", self.cfg.id);
+                return;
+            }
+        };
+        let mut buf = vec![0u8; MAX_DATAGRAM];
+        let mut commands_open = true;
+        smol::block_on(async {
+            while !self.stop.load(Ordering::Relaxed) {
+                self.fire_timers(socket.get_ref());
+                let now = Instant::now();
+                let deadline = self
+                    .timers
+                    .peek()
+                    .map(|Reverse((t, _))| *t)
+                    .unwrap_or(now + HOUSEKEEPING)
+                    .min(now + HOUSEKEEPING);
+                let recv = async {
+                    match socket.recv_from(&mut buf).await {
+                        Ok((n, from)) => Wake::Datagram(n, from),
+                        Err(e) => {
+                            log::debug!("recv: {e}");
+                            Wake::Timer
+                        }
+                    }
+                };
+                let cmd = async {
+                    if !commands_open {
+                        return future::pending().await;
+                    }
+                    match commands.recv().await {
+                        Ok(c) => Wake::Command(c),
+                        Err(_) => Wake::CommandsClosed,
+                    }
+                };
+                let timer = async {
+                    Timer::at(deadline).await;
+                    Wake::Timer
+                };
+                match future::or(recv, future::or(cmd, timer)).await {
+                    Wake::Datagram(n, from) => self.on_datagram(socket.get_ref(), &buf[..n], from),
+                    Wake::Command(c) => self.on_command(socket.get_ref(), c),
+                    Wake::CommandsClosed => commands_open = false,
+                    Wake::Timer => {}
+                }
+                self.housekeeping(socket.get_ref());
+            }
+            // Tell every client we are going, so they need not wait for consent to expire.
+            let keys: Vec<Key> = self.sessions.keys().copied().collect();
+            for k in keys {
+                self.end_session(socket.get_ref(), k);
+            }
+        });
+    }
+
+    fn on_datagram(&mut self, socket: &UdpSocket, pkt: &[u8], from: SocketAddr) {
+        let (via, client, payload) = if crate::routing::link::is_link_packet(pkt) {
+            match LinkHeader::parse(pkt) {
+                Ok((h, inner)) => (Some((from, h.ingress)), h.client, inner),
+                Err(_) => return,
+            }
+        } else {
+            (None, from, pkt)
+        };
+        if payload.is_empty() {
+            return;
+        }
+        let key = match classify(payload[0]) {
+            PacketKind::Stun => match peek_binding_username(payload) {
+                Ok(u) => self
+                    .lookup_ufrag(u)
+                    .or_else(|| self.by_addr.get(&client).copied()),
+                // Binding responses and indications belong to whoever owns the address.
+                Err(_) => self.by_addr.get(&client).copied(),
+            },
+            _ => self.by_addr.get(&client).copied(),
+        };
+        let Some(key) = key else {
+            self.dropped_unknown += 1;
+            return;
+        };
+        let now = Instant::now();
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        if s.client != Some(client) {
+            // First packet, or the client moved (NAT rebinding, ICE restart); ICE decides
+            // whether the new address is usable, we only make sure it reaches this session.
+            self.by_addr.insert(client, key);
+            s.client = Some(client);
+        }
+        s.via = via;
+        s.counters.packets_in += 1;
+        s.counters.bytes_in += payload.len() as u64;
+        let msg = TaggedBytesMut {
+            now,
+            transport: TransportContext {
+                local_addr: s.candidate,
+                peer_addr: client,
+                ecn: None,
+                transport_protocol: TransportProtocol::UDP,
+            },
+            message: BytesMut::from(payload),
+        };
+        if let Err(e) = s.pc.handle_read(msg) {
+            log::debug!("{}: handle_read: {e}", s.call_id);
+        }
+        self.after_input(socket, key, now);
+    }
+
+    fn lookup_ufrag(&self, ufrag: &[u8]) -> Option<Key> {
+        std::str::from_utf8(ufrag)
+            .ok()
+            .and_then(|u| self.by_ufrag.get(u).copied())
+    }
+
+    /// Runs a session after it was given input: drive, flush, reschedule.
+    fn after_input(&mut self, socket: &UdpSocket, key: Key, now: Instant) {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        s.drive(now);
+        flush(socket, s, &mut self.send_buf);
+        let next = s.pc.poll_timeout();
+        if next != s.next_timeout {
+            s.next_timeout = next;
+            if let Some(t) = next {
+                self.timers.push(Reverse((t, key)));
+            }
+        }
+        if s.state == SessionState::Closed {
+            self.end_session(socket, key);
+        }
+    }
+
+    fn fire_timers(&mut self, socket: &UdpSocket) {
+        let now = Instant::now();
+        while let Some(Reverse((t, key))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(s) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            if s.next_timeout != Some(t) {
+                continue; // superseded by a later reschedule
+            }
+            s.next_timeout = None;
+            if let Err(e) = s.pc.handle_timeout(now) {
+                log::debug!("{}: handle_timeout: {e}", s.call_id);
+            }
+            self.after_input(socket, key, now);
+        }
+    }
+
+    fn housekeeping(&mut self, socket: &UdpSocket) {
+        let now = Instant::now();
+        let expired: Vec<Key> = self
+            .sessions
+            .iter()
+            .filter(|(_, s)| {
+                s.state == SessionState::Closed
+                    || (s.connected_at.is_none() && now.duration_since(s.created) > SETUP_DEADLINE)
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for k in expired {
+            self.end_session(socket, k);
+        }
+    }
+
+    fn on_command(&mut self, socket: &UdpSocket, cmd: Command) {
+        match cmd {
+            Command::Create { offer_sdp, reply } => {
+                let r = self.create(socket, offer_sdp);
+                let _ = reply.send(r);
+            }
+            Command::Hangup { call_id, reply } => {
+                let key = self.by_call.get(&call_id).copied();
+                if let Some(k) = key {
+                    self.end_session(socket, k);
+                }
+                let _ = reply.send(key.is_some());
+            }
+            Command::List { reply } => {
+                let now = Instant::now();
+                let list = self
+                    .sessions
+                    .values()
+                    .map(|s| CallInfo {
+                        call_id: s.call_id.clone(),
+                        cluster: self.cfg.cluster,
+                        transceiver: self.cfg.id,
+                        client: s.client,
+                        via_relay: s.via.map(|(a, _)| a),
+                        state: s.state,
+                        age_ms: now.duration_since(s.created).as_millis() as u64,
+                        connect_ms: s
+                            .connected_at
+                            .map(|c| c.duration_since(s.created).as_millis() as u64),
+                        counters: s.counters,
+                    })
+                    .collect();
+                let _ = reply.send(list);
+            }
+        }
+    }
+
+    fn create(
+        &mut self,
+        socket: &UdpSocket,
+        offer_sdp: String,
+    ) -> Result<CreatedCall, peer::AnswerError> {
+        let now = Instant::now();
+        let ufrag = ufrag::mint(&self.cfg.route_keys, self.cfg.cluster, self.cfg.id, 0);
+        let call_id = format!("rtc_{}", hex::encode(rand::random::<[u8; 12]>()));
+        let answered = peer::answer(
+            now,
+            PeerParams {
+                offer_sdp,
+                ufrag: ufrag.clone(),
+                pwd: ufrag::random_ice_pwd(),
+                candidate: self.advertise,
+                certificate: &self.certificate,
+                stream_id: &call_id,
+            },
+        )?;
+        let key = self.next_key;
+        self.next_key += 1;
+        let session = Session::new(
+            now,
+            NewSession {
+                call_id: call_id.clone(),
+                ufrag: ufrag.clone(),
+                pc: answered.pc,
+                candidate: self.advertise,
+                audio_sender: answered.audio_sender,
+                audio_ssrc: answered.audio_ssrc,
+                model: crate::model::by_name("echo"),
+            },
+        );
+        self.sessions.insert(key, session);
+        self.by_ufrag.insert(ufrag, key);
+        self.by_call.insert(call_id.clone(), key);
+        self.live.store(self.sessions.len(), Ordering::Relaxed);
+        self.after_input(socket, key, now);
+        log::info!(
+            "call {call_id} on cluster {} transceiver {} (candidate {})",
+            self.cfg.cluster,
+            self.cfg.id,
+            self.advertise
+        );
+        Ok(CreatedCall {
+            call_id,
+            answer_sdp: answered.answer_sdp,
+            cluster: self.cfg.cluster,
+            transceiver: self.cfg.id,
+            candidate: self.advertise,
+        })
+    }
+
+    /// Closes the peer connection (sending DTLS close_notify / SCTP ABORT to the client) and
+    /// drops every index entry that points at the session.
+    fn end_session(&mut self, socket: &UdpSocket, key: Key) {
+        let Some(mut s) = self.sessions.remove(&key) else {
+            return;
+        };
+        let _ = s.pc.close();
+        flush(socket, &mut s, &mut self.send_buf);
+        self.by_ufrag.remove(&s.ufrag);
+        self.by_call.remove(&s.call_id);
+        self.by_addr.retain(|_, k| *k != key);
+        self.live.store(self.sessions.len(), Ordering::Relaxed);
+        log::info!(
+            "call {} ended after {:?} ({} packets in, {} out)",
+            s.call_id,
+            s.created.elapsed(),
+            s.counters.packets_in,
+            s.counters.packets_out
+        );
+    }
+}
+
+/// Sends what the session queued: wrapped in the link header back to the relay it came
+/// through, or bare to a direct client. Send errors are dropped like any UDP loss.
+fn flush(socket: &UdpSocket, s: &mut Session, buf: &mut Vec<u8>) {
+    while let Some(out) = s.pc.poll_write() {
+        let peer = out.transport.peer_addr;
+        s.counters.packets_out += 1;
+        s.counters.bytes_out += out.message.len() as u64;
+        let r = match s.via {
+            Some((relay, ingress)) => {
+                buf.clear();
+                buf.resize(LINK_HEADER_LEN, 0);
+                LinkHeader {
+                    ingress,
+                    client: peer,
+                }
+                .write(&mut buf[..LINK_HEADER_LEN]);
+                buf.extend_from_slice(&out.message);
+                socket.send_to(buf, relay)
+            }
+            None => socket.send_to(&out.message, peer),
+        };
+        if let Err(e) = r {
+            log::debug!("{}: send to {peer}: {e}", s.call_id);
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! Shared test helpers: a real WebRTC client (the `webrtc` crate, its own UDP socket) and a
+//! minimal HTTP/1.1 POST, so tests exercise the same HTTP + ICE + DTLS + SRTP path a browser does.
+
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rtc::media_stream::MediaStreamTrack;
+use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
+use rtc::peer_connection::sdp::RTCSessionDescription;
+use rtc::rtp_transceiver::rtp_sender::{
+    RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
+    RtpCodecKind,
+};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{Mutex, mpsc};
+use webrtc::data_channel::{DataChannel, DataChannelEvent};
+use webrtc::media_stream::track_local::TrackLocal;
+use webrtc::media_stream::track_local::static_rtp::TrackLocalStaticRTP;
+use webrtc::media_stream::track_remote::{TrackRemote, TrackRemoteEvent};
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCIceGatheringState,
+    RTCPeerConnectionState,
+};
+
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: String,
+}
+
+pub async fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> HttpResponse {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    HttpResponse {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
+
+#[derive(Clone)]
+struct Handler {
+    state_tx: mpsc::UnboundedSender<RTCPeerConnectionState>,
+    gathered_tx: mpsc::UnboundedSender<()>,
+    rtp_tx: mpsc::UnboundedSender<Bytes>,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_gathering_state_change(&self, state: RTCIceGatheringState) {
+        if state == RTCIceGatheringState::Complete {
+            let _ = self.gathered_tx.send(());
+        }
+    }
+    async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
+        let _ = self.state_tx.send(state);
+    }
+    async fn on_track(&self, track: Arc<dyn TrackRemote>) {
+        let tx = self.rtp_tx.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = track.poll().await {
+                if let TrackRemoteEvent::OnRtpPacket(p) = ev {
+                    let _ = tx.send(p.payload);
+                }
+            }
+        });
+    }
+}
+
+/// A connected client call: what the Realtime SDK does, minus the browser.
+pub struct Client {
+    pub pc: Box<dyn PeerConnection>,
+    pub track: Arc<TrackLocalStaticRTP>,
+    pub ssrc: u32,
+    pub response: HttpResponse,
+    pub events: Arc<Mutex<Vec<String>>>,
+    pub dc: Arc<dyn DataChannel>,
+    state_rx: mpsc::UnboundedReceiver<RTCPeerConnectionState>,
+    pub rtp_rx: mpsc::UnboundedReceiver<Bytes>,
+}
+
+fn opus() -> RTCRtpCodecParameters {
+    RTCRtpCodecParameters {
+        rtp_codec: RTCRtpCodec {
+            mime_type: MIME_TYPE_OPUS.to_owned(),
+            clock_rate: 48000,
+            channels: 2,
+            sdp_fmtp_line: "minptime=10;useinbandfec=1".to_owned(),
+            rtcp_feedback: vec![],
+        },
+        payload_type: 111,
+        ..Default::default()
+    }
+}
+
+impl Client {
+    /// Creates the offer (audio track + `oai-events` channel), posts it, applies the answer.
+    /// Returns once the HTTP exchange is done; use [`Client::wait_connected`] next.
+    pub async fn call(http: SocketAddr, path: &str) -> Client {
+        let mut me = MediaEngine::default();
+        me.register_codec(opus(), RtpCodecKind::Audio).unwrap();
+        let (state_tx, state_rx) = mpsc::unbounded_channel();
+        let (gathered_tx, mut gathered_rx) = mpsc::unbounded_channel();
+        let (rtp_tx, rtp_rx) = mpsc::unbounded_channel();
+        let pc = PeerConnectionBuilder::new()
+            .with_media_engine(me)
+            .with_handler(Arc::new(Handler {
+                state_tx,
+                gathered_tx,
+                rtp_tx,
+            }))
+            .with_udp_addrs(vec!["127.0.0.1:0".to_owned()])
+            .build()
+            .await
+            .expect("build client pc");
+        let ssrc = rand::random::<u32>();
+        let track = Arc::new(TrackLocalStaticRTP::new(MediaStreamTrack::new(
+            "client-stream".into(),
+            "client-mic".into(),
+            "mic".into(),
+            RtpCodecKind::Audio,
+            vec![RTCRtpEncodingParameters {
+                rtp_coding_parameters: RTCRtpCodingParameters {
+                    ssrc: Some(ssrc),
+                    ..Default::default()
+                },
+                codec: opus().rtp_codec,
+                ..Default::default()
+            }],
+        )));
+        pc.add_track(track.clone() as Arc<dyn TrackLocal>)
+            .await
+            .unwrap();
+        let dc = pc.create_data_channel("oai-events", None).await.unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        {
+            let dc = dc.clone();
+            let events = events.clone();
+            tokio::spawn(async move {
+                while let Some(ev) = dc.poll().await {
+                    if let DataChannelEvent::OnMessage(m) = ev {
+                        events
+                            .lock()
+                            .await
+                            .push(String::from_utf8_lossy(&m.data).to_string());
+                    }
+                }
+            });
+        }
+        let offer = pc.create_offer(None).await.unwrap();
+        pc.set_local_description(offer).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(2), gathered_rx.recv()).await;
+        let offer = pc.local_description().await.unwrap();
+        let response = http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await;
+        assert_eq!(response.status, 201, "offer refused: {}", response.body);
+        let answer = RTCSessionDescription::answer(response.body.clone()).unwrap();
+        pc.set_remote_description(answer).await.unwrap();
+        Client {
+            pc: Box::new(pc),
+            track,
+            ssrc,
+            response,
+            events,
+            dc,
+            state_rx,
+            rtp_rx,
+        }
+    }
+
+    pub async fn wait_connected(&mut self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let st = tokio::time::timeout_at(deadline, self.state_rx.recv())
+                .await
+                .expect("timed out waiting for the call to connect")
+                .expect("state channel closed");
+            match st {
+                RTCPeerConnectionState::Connected => return,
+                RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed => {
+                    panic!("call failed: {st}")
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Sends `n` 20 ms frames tagged with `tag` and returns how many tagged frames came back.
+    pub async fn echo_round(&mut self, tag: u8, n: u16) -> usize {
+        for i in 0..n {
+            let mut payload = vec![tag, (i >> 8) as u8, i as u8];
+            payload.extend_from_slice(&[0x5a; 57]);
+            let pkt = rtc::rtp::Packet {
+                header: rtc::rtp::header::Header {
+                    version: 2,
+                    payload_type: 111,
+                    sequence_number: i,
+                    timestamp: u32::from(i) * 960,
+                    ssrc: self.ssrc,
+                    ..Default::default()
+                },
+                payload: Bytes::from(payload),
+            };
+            self.track.write_rtp(pkt).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut got = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while let Ok(Some(p)) = tokio::time::timeout_at(deadline, self.rtp_rx.recv()).await {
+            if p.first() == Some(&tag) && p.len() == 60 {
+                got += 1;
+                if got == n as usize {
+                    break;
+                }
+            }
+        }
+        got
+    }
+
+    pub async fn event_types(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .await
+            .iter()
+            .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+            .filter_map(|v| v["type"].as_str().map(str::to_owned))
+            .collect()
+    }
+}

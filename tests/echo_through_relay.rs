@@ -1,0 +1,86 @@
+//! End to end in Rust: real WebRTC clients (the `webrtc` crate) call the all-in-one process
+//! over HTTP, connect through the relay's one public port, and get their own audio back.
+
+mod common;
+
+use std::time::Duration;
+
+use common::Client;
+use voice_edge::allinone::{self, AllInOneConfig, Running};
+
+async fn start() -> Running {
+    let _ = env_logger::builder().is_test(true).try_init();
+    allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .expect("start all-in-one")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_through_the_relay_gets_its_own_audio_back() {
+    let server = start().await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls").await;
+
+    // The answer is ICE-lite with exactly one candidate: the relay's public address.
+    let sdp = &c.response.body;
+    assert!(sdp.contains("a=ice-lite"), "answer is not ICE-lite:\n{sdp}");
+    let candidates: Vec<&str> = sdp
+        .lines()
+        .filter(|l| l.starts_with("a=candidate"))
+        .collect();
+    assert_eq!(candidates.len(), 1, "want exactly one candidate:\n{sdp}");
+    let relay = server.relay_addr;
+    assert!(
+        candidates[0].contains(&format!(" {} {} typ host", relay.ip(), relay.port())),
+        "candidate is not the relay address {relay}: {}",
+        candidates[0]
+    );
+    assert!(c.response.headers["location"].starts_with("/v1/realtime/calls/rtc_"));
+    assert_eq!(c.response.headers["x-voice-edge-relay"], relay.to_string());
+
+    c.wait_connected(Duration::from_secs(10)).await;
+    let back = c.echo_round(0xA1, 50).await;
+    assert!(back >= 45, "only {back} of 50 audio frames came back");
+
+    // The oai-events channel got session.created on open.
+    let types = c.event_types().await;
+    assert!(
+        types.contains(&"session.created".to_owned()),
+        "events: {types:?}"
+    );
+
+    let counters = server.relay.counters();
+    assert_eq!(counters.flows_created, 1);
+    assert!(
+        counters.forwarded_in >= 50 && counters.forwarded_out >= 45,
+        "{counters:?}"
+    );
+    c.pc.close().await.unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_concurrent_calls_land_on_different_transceivers_and_both_echo() {
+    let server = start().await;
+    let (mut a, mut b) = tokio::join!(
+        Client::call(server.http_addr, "/v1/realtime/calls"),
+        Client::call(server.http_addr, "/v1/realtime/calls")
+    );
+    let ta = a.response.headers["x-voice-edge-transceiver"].clone();
+    let tb = b.response.headers["x-voice-edge-transceiver"].clone();
+    assert_ne!(ta, tb, "both calls were placed on transceiver {ta}");
+    tokio::join!(
+        a.wait_connected(Duration::from_secs(10)),
+        b.wait_connected(Duration::from_secs(10))
+    );
+    let (ga, gb) = tokio::join!(a.echo_round(0xB1, 30), b.echo_round(0xB2, 30));
+    assert!(ga >= 27 && gb >= 27, "echo a={ga}/30 b={gb}/30");
+    // Each call hears only itself: echo_round counts only its own tag.
+    assert_eq!(server.relay.counters().flows_created, 2);
+    a.pc.close().await.unwrap();
+    b.pc.close().await.unwrap();
+    server.shutdown().await;
+}
