@@ -1,0 +1,194 @@
+//! The relay on real UDP sockets: what it forwards, what it refuses, and that a transceiver can
+//! answer through it. A plain UDP socket stands in for the transceiver, so these tests see
+//! exactly the bytes the relay emits.
+
+use std::net::{SocketAddr, UdpSocket};
+use std::time::Duration;
+
+use voice_edge::membership::ClusterMembers;
+use voice_edge::relay::{self, RelayConfig};
+use voice_edge::routing::link::{LINK_HEADER_LEN, LinkHeader};
+use voice_edge::routing::{RouteKeys, ufrag};
+
+const SECRET: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+fn binding_request(username: &str) -> Vec<u8> {
+    let mut attr = vec![0x00, 0x06];
+    attr.extend_from_slice(&(username.len() as u16).to_be_bytes());
+    attr.extend_from_slice(username.as_bytes());
+    while attr.len() % 4 != 0 {
+        attr.push(0);
+    }
+    let mut m = vec![0x00, 0x01];
+    m.extend_from_slice(&(attr.len() as u16).to_be_bytes());
+    m.extend_from_slice(&0x2112A442u32.to_be_bytes());
+    m.extend_from_slice(&rand::random::<[u8; 12]>());
+    m.extend_from_slice(&attr);
+    m
+}
+
+struct Fixture {
+    relay: relay::RelayHandle,
+    sink: UdpSocket,
+    client: UdpSocket,
+    keys: RouteKeys,
+}
+
+fn fixture() -> Fixture {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let keys = RouteKeys::from_hex(0, SECRET).unwrap();
+    let members = ClusterMembers::new(7).with(3, sink.local_addr().unwrap());
+    let relay = relay::spawn(
+        RelayConfig::new("127.0.0.1:0".parse().unwrap(), members, keys.clone()),
+        None,
+    )
+    .unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    Fixture {
+        relay,
+        sink,
+        client,
+        keys,
+    }
+}
+
+fn recv(s: &UdpSocket) -> Option<(Vec<u8>, SocketAddr)> {
+    let mut buf = [0u8; 2048];
+    s.recv_from(&mut buf)
+        .ok()
+        .map(|(n, a)| (buf[..n].to_vec(), a))
+}
+
+#[test]
+fn unknown_source_that_is_not_a_binding_request_is_dropped() {
+    let f = fixture();
+    // A DTLS ClientHello-looking record and an RTP-looking packet from a source with no flow.
+    f.client
+        .send_to(
+            &[22, 254, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+            f.relay.public_addr,
+        )
+        .unwrap();
+    f.client
+        .send_to(
+            &[0x80, 111, 0, 1, 0, 0, 0, 1, 0, 0, 0, 1, 9, 9],
+            f.relay.public_addr,
+        )
+        .unwrap();
+    assert!(
+        recv(&f.sink).is_none(),
+        "relay forwarded a packet from an unknown source"
+    );
+    let c = f.relay.counters();
+    assert_eq!(c.dropped_not_stun, 2);
+    assert_eq!(c.forwarded_in, 0);
+    f.relay.stop();
+}
+
+#[test]
+fn forged_or_foreign_ufrags_are_dropped() {
+    let f = fixture();
+    let good = ufrag::mint(&f.keys, 7, 3, 0);
+    // Same fields, one character changed: the MAC no longer holds.
+    let mut forged = good.clone().into_bytes();
+    forged[5] = if forged[5] == b'A' { b'B' } else { b'A' };
+    let forged = String::from_utf8(forged).unwrap();
+    f.client
+        .send_to(
+            &binding_request(&format!("{forged}:abcd")),
+            f.relay.public_addr,
+        )
+        .unwrap();
+    // Minted with another secret.
+    let other = RouteKeys::from_hex(0, &"ab".repeat(32)).unwrap();
+    f.client
+        .send_to(
+            &binding_request(&format!("{}:abcd", ufrag::mint(&other, 7, 3, 0))),
+            f.relay.public_addr,
+        )
+        .unwrap();
+    // Valid MAC but another cluster, and a transceiver id that is not a member.
+    f.client
+        .send_to(
+            &binding_request(&format!("{}:abcd", ufrag::mint(&f.keys, 8, 3, 0))),
+            f.relay.public_addr,
+        )
+        .unwrap();
+    f.client
+        .send_to(
+            &binding_request(&format!("{}:abcd", ufrag::mint(&f.keys, 7, 9, 0))),
+            f.relay.public_addr,
+        )
+        .unwrap();
+    // Not even a username.
+    f.client
+        .send_to(&binding_request("nocolon"), f.relay.public_addr)
+        .unwrap();
+    assert!(recv(&f.sink).is_none(), "relay forwarded a forged route");
+    let c = f.relay.counters();
+    assert_eq!(c.dropped_bad_route, 2, "{c:?}");
+    assert_eq!(c.dropped_wrong_cluster, 1, "{c:?}");
+    assert_eq!(c.dropped_unknown_transceiver, 1, "{c:?}");
+    assert_eq!(c.dropped_bad_stun, 1, "{c:?}");
+    assert_eq!(c.flows_created, 0);
+    f.relay.stop();
+}
+
+#[test]
+fn a_valid_route_creates_a_flow_both_directions_work() {
+    let f = fixture();
+    let u = ufrag::mint(&f.keys, 7, 3, 0);
+    let req = binding_request(&format!("{u}:clnt"));
+    f.client.send_to(&req, f.relay.public_addr).unwrap();
+    let (pkt, link_from) = recv(&f.sink).expect("binding request was not forwarded");
+    let (h, inner) = LinkHeader::parse(&pkt).unwrap();
+    assert_eq!(
+        h.client,
+        f.client.local_addr().unwrap(),
+        "link header lost the client address"
+    );
+    assert_eq!(inner, &req[..]);
+    assert_eq!(link_from, f.relay.internal_addr);
+
+    // Later non-STUN packets of the flow are forwarded by address alone.
+    let dtls = [22u8, 254, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+    f.client.send_to(&dtls, f.relay.public_addr).unwrap();
+    let (pkt, _) = recv(&f.sink).expect("flow packet was not forwarded");
+    assert_eq!(&pkt[LINK_HEADER_LEN..], &dtls);
+
+    // The transceiver answers with the same header; the client gets the bare payload from the
+    // relay's public address.
+    let mut reply = vec![0u8; LINK_HEADER_LEN];
+    LinkHeader {
+        ingress: h.ingress,
+        client: h.client,
+    }
+    .write(&mut reply);
+    reply.extend_from_slice(b"\x17answer");
+    f.sink.send_to(&reply, f.relay.internal_addr).unwrap();
+    let (got, from) = recv(&f.client).expect("reply did not reach the client");
+    assert_eq!(got, b"\x17answer");
+    assert_eq!(from, f.relay.public_addr);
+
+    // A non-member cannot make the relay speak from its public address.
+    let intruder = UdpSocket::bind("127.0.0.1:0").unwrap();
+    intruder.send_to(&reply, f.relay.internal_addr).unwrap();
+    assert!(recv(&f.client).is_none());
+    let c = f.relay.counters();
+    assert_eq!(
+        (
+            c.flows_created,
+            c.forwarded_in,
+            c.forwarded_out,
+            c.dropped_bad_link
+        ),
+        (1, 2, 1, 1),
+        "{c:?}"
+    );
+    f.relay.stop();
+}
