@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The one test command: installs what is missing, then runs the Rust unit + integration tests and the
+# end-to-end test (headless Debian chromium with a fake microphone against the demo page).
+#
+#   bash scripts/test.sh            # from anywhere
+#
+# Environment: VOICE_EDGE_BIN overrides the server binary the e2e test runs (path relative to the repo
+# root); by default it is the target/release/voice-edge that `cargo test --release` built.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+log() { printf '\n==> %s\n' "$*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    echo "error: need root (or sudo) to run: $*" >&2
+    return 1
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------------------
+# 1. System packages (Debian/Ubuntu apt). Everything the tests need is installed here, in one apt line.
+# ---------------------------------------------------------------------------------------------------------
+apt_pkgs=()
+command -v node >/dev/null 2>&1 || apt_pkgs+=(nodejs)
+command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
+[ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
+# --- services used by tests: add later ones (databases, brokers, …) here --------------------------------
+[ -x /usr/bin/redis-server ] || apt_pkgs+=(redis-server)
+# ---------------------------------------------------------------------------------------------------------
+if [ "${#apt_pkgs[@]}" -gt 0 ]; then
+  log "installing: ${apt_pkgs[*]}"
+  as_root apt-get update
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${apt_pkgs[@]}"
+fi
+
+node_major="$(node -p 'process.versions.node.split(".")[0]')"
+if [ "$node_major" -lt 18 ]; then
+  echo "error: Node.js >= 18 is needed for tests/e2e (found $(node --version))" >&2
+  exit 1
+fi
+
+# Node packages for the e2e test (playwright-core only; it drives the system chromium, downloads no browser).
+if [ ! -d tests/e2e/node_modules/playwright-core ] \
+  || [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then
+  log "npm ci (tests/e2e)"
+  (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+fi
+
+# ---------------------------------------------------------------------------------------------------------
+# 2. Rust unit + integration tests. Compiled once: the integration tests make cargo build the
+#    voice-edge binary (with the same feature set as the tests), and the e2e test below uses exactly that
+#    binary, found from cargo's build messages. Only if no test needed the binary is it built separately.
+# ---------------------------------------------------------------------------------------------------------
+log "cargo test --release"
+artifacts="$(mktemp)"
+trap 'rm -f "$artifacts"' EXIT
+cargo test --release --no-run --message-format=json-render-diagnostics >"$artifacts"
+cargo test --release
+
+if [ -z "${VOICE_EDGE_BIN:-}" ]; then
+  VOICE_EDGE_BIN="$(node -e '
+    const lines = require("fs").readFileSync(process.argv[1], "utf8").split("\n");
+    for (const l of lines) {
+      if (!l.startsWith("{")) continue;
+      const m = JSON.parse(l);
+      if (m.reason === "compiler-artifact" && m.executable && !m.profile.test &&
+          m.target.kind.includes("bin") && m.target.name === "voice-edge") console.log(m.executable);
+    }' "$artifacts" | tail -n1)"
+  if [ -z "$VOICE_EDGE_BIN" ]; then
+    log "cargo build --release --bin voice-edge (no integration test built it)"
+    cargo build --release --bin voice-edge
+    VOICE_EDGE_BIN="${CARGO_TARGET_DIR:-target}/release/voice-edge"
+  fi
+fi
+export VOICE_EDGE_BIN
+
+# ---------------------------------------------------------------------------------------------------------
+# 3. End to end: headless chromium, fake microphone (fixtures/speech.wav), demo page → echo.
+# ---------------------------------------------------------------------------------------------------------
+# The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
+log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
+node --test tests/e2e/*.test.mjs
+
+log "all tests passed"
