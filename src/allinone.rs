@@ -1,35 +1,43 @@
-//! The all-in-one process: signaling, demo page, one relay, several transceivers and an
-//! embedded Redis-protocol flow cache, wired by function calls instead of the network.
+//! The all-in-one process: signaling, demo page, relays, transceivers and an embedded
+//! Redis-protocol flow cache, wired by function calls instead of the network.
 //!
 //! Everything binds loopback by default so `cargo run` is safe on a laptop; the same pieces
-//! run as separate roles in a deployment.
+//! run as separate roles in a deployment. With `global_relay`, two clusters sit behind one
+//! ingress relay, which is how the two-tier path is exercised on one machine.
 
+use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use serde_json::json;
+use serde_json::{Value, json};
 
-use crate::cache::{self, CacheCounters};
+use crate::cache;
 use crate::membership::ClusterMembers;
-use crate::relay::{self, RelayConfig, RelayHandle};
+use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle};
 use crate::routing::RouteKeys;
-use crate::signaling::{ClusterView, Signaling};
+use crate::signaling::{AdminAction, ClusterView, Signaling};
 use crate::transceiver::{self, TransceiverConfig, TransceiverHandle};
 
 #[derive(Debug, Clone)]
 pub struct AllInOneConfig {
     pub http: SocketAddr,
+    /// The cluster relay's public address (the first cluster's, with a global relay).
     pub relay: SocketAddr,
+    /// Put an ingress relay here in front of two clusters.
+    pub global_relay: Option<SocketAddr>,
     pub transceivers: u16,
-    pub cluster: u16,
-    /// Hex route secret shared by relay and transceivers; random per process when absent.
+    pub relay_workers: usize,
+    /// Hex route secret shared by relays and transceivers; random per process when absent.
     pub route_secret: Option<String>,
     /// A real Redis for the flow cache; the embedded one is started when absent.
     pub redis_url: Option<String>,
     pub embedded_redis: SocketAddr,
+    /// Record flows in the cache and look them up after a relay restart.
+    pub flow_cache: bool,
+    /// Learn flows from transceivers' outbound packets after a relay restart.
+    pub learn_outbound: bool,
     pub flow_ttl: Duration,
 }
 
@@ -38,21 +46,82 @@ impl Default for AllInOneConfig {
         AllInOneConfig {
             http: "127.0.0.1:8080".parse().unwrap(),
             relay: "127.0.0.1:3478".parse().unwrap(),
+            global_relay: None,
             transceivers: 2,
-            cluster: 0,
+            relay_workers: 1,
             route_secret: None,
             redis_url: None,
             embedded_redis: "127.0.0.1:0".parse().unwrap(),
+            flow_cache: true,
+            learn_outbound: true,
             flow_ttl: Duration::from_secs(120),
         }
     }
 }
 
+/// A relay that can be restarted in place (same addresses, all memory dropped), as a crashed
+/// and rescheduled relay pod would be.
+pub struct RelaySlot {
+    pub name: String,
+    cfg: RelayConfig,
+    handle: Mutex<Option<RelayHandle>>,
+}
+
+impl RelaySlot {
+    fn start(name: String, cfg: RelayConfig) -> anyhow::Result<Arc<Self>> {
+        let h = relay::spawn(cfg.clone())?;
+        let cfg = RelayConfig {
+            listen: h.public_addr,
+            link: h.link_addr,
+            ..cfg
+        };
+        Ok(Arc::new(RelaySlot {
+            name,
+            cfg,
+            handle: Mutex::new(Some(h)),
+        }))
+    }
+
+    pub fn public_addr(&self) -> SocketAddr {
+        self.cfg.listen
+    }
+
+    pub fn counters(&self) -> relay::counters::CounterSnapshot {
+        self.handle
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|h| h.counters())
+            .unwrap_or_default()
+    }
+
+    pub fn restart(&self) -> anyhow::Result<()> {
+        let mut slot = self.handle.lock().unwrap();
+        if let Some(h) = slot.take() {
+            h.stop();
+        }
+        *slot = Some(relay::spawn(self.cfg.clone())?);
+        Ok(())
+    }
+
+    fn stop(&self) {
+        if let Some(h) = self.handle.lock().unwrap().take() {
+            h.stop();
+        }
+    }
+
+    fn stats(&self) -> Value {
+        json!({"name": self.name, "public_addr": self.cfg.listen, "link_addr": self.cfg.link,
+               "workers": self.cfg.workers, "counters": self.counters()})
+    }
+}
+
 pub struct Running {
     pub http_addr: SocketAddr,
-    pub relay_addr: SocketAddr,
-    pub redis_addr: String,
-    pub relay: RelayHandle,
+    /// The address clients send media to (the global relay when there is one).
+    pub media_addr: SocketAddr,
+    pub redis_addr: Option<String>,
+    pub relays: Vec<Arc<RelaySlot>>,
     pub transceivers: Vec<TransceiverHandle>,
     threads: Vec<JoinHandle<()>>,
     server: tokio::task::JoinHandle<()>,
@@ -60,7 +129,19 @@ pub struct Running {
 }
 
 impl Running {
-    /// Stops accepting HTTP, ends every call (clients get DTLS close_notify) and stops the relay.
+    /// The first cluster relay (the only relay without `global_relay`).
+    pub fn relay(&self) -> &Arc<RelaySlot> {
+        self.relays
+            .iter()
+            .find(|r| r.name != "global")
+            .unwrap_or(&self.relays[0])
+    }
+
+    pub fn relay_named(&self, name: &str) -> Option<&Arc<RelaySlot>> {
+        self.relays.iter().find(|r| r.name == name)
+    }
+
+    /// Stops accepting HTTP, ends every call (clients get DTLS close_notify) and stops relays.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.server.await;
@@ -68,15 +149,26 @@ impl Running {
             t.stop();
         }
         let threads = self.threads;
-        let relay = self.relay;
+        let relays = self.relays;
         let _ = tokio::task::spawn_blocking(move || {
             for t in threads {
                 let _ = t.join();
             }
-            relay.stop();
+            for r in relays {
+                r.stop();
+            }
         })
         .await;
     }
+}
+
+/// Binds and releases a UDP address to learn the port the OS picks for `:0`, so components
+/// that must know each other's addresses can be configured before they start.
+fn reserve_udp(addr: SocketAddr) -> anyhow::Result<SocketAddr> {
+    if addr.port() != 0 {
+        return Ok(addr);
+    }
+    Ok(UdpSocket::bind(addr)?.local_addr()?)
 }
 
 /// Starts every component; must run inside a tokio runtime.
@@ -85,60 +177,110 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         Some(hex) => RouteKeys::from_hex(0, hex)?,
         None => RouteKeys::from_hex(0, &hex::encode(rand::random::<[u8; 32]>()))?,
     };
+    let redis_addr = if cfg.flow_cache {
+        Some(match &cfg.redis_url {
+            Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
+            None => cache::start_embedded(cfg.embedded_redis).await?.to_string(),
+        })
+    } else {
+        None
+    };
+    let flow_cache = redis_addr.clone().map(|redis| FlowCacheConfig {
+        redis,
+        ttl: cfg.flow_ttl,
+    });
 
-    // The relay's public socket first: its address is the candidate every answer carries.
-    let public = UdpSocket::bind(cfg.relay)?;
-    let relay_addr = public.local_addr()?;
+    let ip = cfg.relay.ip();
+    let global = match cfg.global_relay {
+        Some(g) => Some((reserve_udp(g)?, reserve_udp(SocketAddr::new(g.ip(), 0))?)),
+        None => None,
+    };
+    let clusters: Vec<u16> = if global.is_some() {
+        vec![0, 1]
+    } else {
+        vec![0]
+    };
 
+    let mut views = vec![];
+    let mut relays = vec![];
     let mut handles = vec![];
     let mut threads = vec![];
-    let mut members = ClusterMembers::new(cfg.cluster);
-    for id in 1..=cfg.transceivers {
-        let (h, t) = transceiver::spawn(TransceiverConfig {
-            cluster: cfg.cluster,
-            id,
-            bind: SocketAddr::new(relay_addr.ip(), 0),
-            advertise: Some(relay_addr),
-            route_keys: keys.clone(),
+    let mut cluster_links = HashMap::new();
+    for &cluster in &clusters {
+        let public = reserve_udp(if cluster == 0 {
+            cfg.relay
+        } else {
+            SocketAddr::new(ip, 0)
         })?;
-        members = members.with(id, h.addr);
-        handles.push(h);
-        threads.push(t);
+        let media_addr = global.map(|(g, _)| g).unwrap_or(public);
+        let mut members = ClusterMembers::new(cluster);
+        let mut ts = vec![];
+        for id in 1..=cfg.transceivers {
+            let (h, t) = transceiver::spawn(TransceiverConfig {
+                cluster,
+                id,
+                bind: SocketAddr::new(ip, 0),
+                advertise: Some(media_addr),
+                route_keys: keys.clone(),
+            })?;
+            members = members.with(id, h.addr);
+            ts.push(h);
+            threads.push(t);
+        }
+        let mut rc = RelayConfig::new(public, members, keys.clone());
+        rc.workers = cfg.relay_workers;
+        rc.learn_outbound = cfg.learn_outbound;
+        rc.cache = flow_cache.clone();
+        if let Some((_, glink)) = global {
+            rc.upstreams = vec![glink];
+        }
+        let slot = RelaySlot::start(format!("cluster-{cluster}"), rc)?;
+        cluster_links.insert(cluster, slot.cfg.link);
+        relays.push(slot);
+        handles.extend(ts.iter().cloned());
+        views.push(ClusterView {
+            id: cluster,
+            media_addr,
+            transceivers: ts,
+        });
     }
+    if let Some((gpublic, glink)) = global {
+        let mut rc = RelayConfig::global(gpublic, cluster_links, keys.clone());
+        rc.link = glink;
+        rc.workers = cfg.relay_workers;
+        rc.learn_outbound = cfg.learn_outbound;
+        rc.cache = flow_cache.clone();
+        relays.insert(0, RelaySlot::start("global".into(), rc)?);
+    }
+    let media_addr = relays[0].public_addr();
 
-    let redis_addr = match &cfg.redis_url {
-        Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
-        None => cache::start_embedded(cfg.embedded_redis).await?.to_string(),
-    };
-    let cache_counters = Arc::new(CacheCounters::default());
-    let sink = cache::spawn_flow_writer(redis_addr.clone(), cfg.flow_ttl, cache_counters.clone());
-
-    let relay = relay::spawn_on(
-        public,
-        RelayConfig::new(relay_addr, members, keys.clone()),
-        Some(sink),
-    )?;
-
-    let relay_counters = relay.counters.clone();
+    let relays_for_stats = relays.clone();
     let redis_for_stats = redis_addr.clone();
     let stats = Arc::new(move || {
         json!({
-            "relay": {"public_addr": relay_addr, "counters": relay_counters.snapshot()},
-            "flow_cache": {
-                "redis": redis_for_stats,
-                "writes": cache_counters.writes.load(Ordering::Relaxed),
-                "write_errors": cache_counters.write_errors.load(Ordering::Relaxed),
-            },
+            "relays": relays_for_stats.iter().map(|r| r.stats()).collect::<Vec<_>>(),
+            "flow_cache": {"redis": redis_for_stats},
         })
     });
-    let signaling = Signaling::new(
-        vec![ClusterView {
-            id: cfg.cluster,
-            media_addr: relay_addr,
-            transceivers: handles.clone(),
-        }],
-        stats,
-    );
+    let relays_for_admin = relays.clone();
+    let admin: AdminAction = Arc::new(move |action: &str| match action {
+        // Dev-only: drop a relay's memory as a crash would, to measure recovery.
+        a if a.starts_with("restart-relay") => {
+            let name = a
+                .strip_prefix("restart-relay")
+                .unwrap_or("")
+                .trim_start_matches(':');
+            let name = if name.is_empty() { "cluster-0" } else { name };
+            let r = relays_for_admin
+                .iter()
+                .find(|r| r.name == name)
+                .ok_or_else(|| format!("no relay named {name:?}"))?;
+            r.restart().map_err(|e| e.to_string())?;
+            Ok(json!({"restarted": name}))
+        }
+        other => Err(format!("unknown admin action {other:?}")),
+    });
+    let signaling = Signaling::new(views, stats).with_admin(admin);
     let listener = tokio::net::TcpListener::bind(cfg.http).await?;
     let http_addr = listener.local_addr()?;
     let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
@@ -155,9 +297,9 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
 
     Ok(Running {
         http_addr,
-        relay_addr,
+        media_addr,
         redis_addr,
-        relay,
+        relays,
         transceivers: handles,
         threads,
         server,

@@ -1,9 +1,15 @@
-//! `voice-edge`: with no subcommand, the all-in-one process for a laptop demo.
+//! `voice-edge`: with no subcommand, the all-in-one process for a laptop demo; subcommands run
+//! one role each (for docker-compose and Kubernetes) or inspect routes.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::time::Duration;
 
-use clap::Parser;
+use clap::{Args, Parser, Subcommand};
 use voice_edge::allinone::{self, AllInOneConfig};
+use voice_edge::membership::parse_member;
+use voice_edge::relay::{self, FlowCacheConfig, RelayConfig, Tier};
+use voice_edge::routing::{RouteKeys, ufrag};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -12,15 +18,38 @@ use voice_edge::allinone::{self, AllInOneConfig};
     about = "A WebRTC edge for voice AI (relay + transceivers + signaling)"
 )]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    all: AllInOneArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run a relay alone, with static membership.
+    Relay(RelayArgs),
+    /// Mint or decode server ufrags (routes).
+    #[command(subcommand)]
+    Route(RouteCommand),
+}
+
+#[derive(Args, Debug)]
+struct AllInOneArgs {
     /// HTTP address for signaling, the demo page and admin endpoints.
     #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "127.0.0.1:8080")]
     http: SocketAddr,
     /// The relay's public UDP address: the only media address clients see.
     #[arg(long, env = "VOICE_EDGE_RELAY", default_value = "127.0.0.1:3478")]
     relay: SocketAddr,
-    /// How many transceivers to run behind the relay.
+    /// Put a global (ingress) relay at this address in front of two clusters.
+    #[arg(long, env = "VOICE_EDGE_GLOBAL_RELAY", num_args = 0..=1, default_missing_value = "127.0.0.1:3479")]
+    global_relay: Option<SocketAddr>,
+    /// Transceivers per cluster.
     #[arg(long, env = "VOICE_EDGE_TRANSCEIVERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     transceivers: u16,
+    /// Worker threads per relay.
+    #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
+    relay_workers: usize,
     /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
     #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
     route_secret: Option<String>,
@@ -29,33 +58,229 @@ struct Cli {
     redis_url: Option<String>,
 }
 
+#[derive(Args, Debug)]
+struct RelayArgs {
+    /// Public UDP address clients send to.
+    #[arg(long, env = "VOICE_EDGE_RELAY_LISTEN", default_value = "0.0.0.0:3478")]
+    listen: SocketAddr,
+    /// Link address transceivers answer to (and global relays forward to).
+    #[arg(
+        long,
+        env = "VOICE_EDGE_RELAY_INTERNAL",
+        default_value = "0.0.0.0:3479"
+    )]
+    internal: SocketAddr,
+    /// This relay's cluster id (omit with --global).
+    #[arg(long, env = "VOICE_EDGE_CLUSTER", default_value_t = 0)]
+    cluster: u16,
+    /// Route by cluster to cluster relays (`--next-hop CLUSTER=ADDR`) instead of to transceivers.
+    #[arg(long, env = "VOICE_EDGE_RELAY_GLOBAL")]
+    global: bool,
+    /// A transceiver (or, with --global, a cluster relay link): ID=ADDR, repeatable.
+    #[arg(long = "transceiver", alias = "next-hop", env = "VOICE_EDGE_TRANSCEIVERS_MAP", value_delimiter = ',', value_parser = parse_member, required = true)]
+    transceivers: Vec<(u16, SocketAddr)>,
+    /// Link address of a global relay allowed to hand over client datagrams; repeatable.
+    #[arg(
+        long = "upstream",
+        env = "VOICE_EDGE_RELAY_UPSTREAMS",
+        value_delimiter = ','
+    )]
+    upstreams: Vec<SocketAddr>,
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
+    route_secret: String,
+    /// The previous route secret, still accepted during a key rotation (key id 0 → 1 → …).
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET_PREVIOUS")]
+    previous_route_secret: Option<String>,
+    /// Key id of --route-secret (0–15).
+    #[arg(long, env = "VOICE_EDGE_ROUTE_KEY_ID", default_value_t = 0)]
+    key_id: u8,
+    /// Worker threads (default: one per core).
+    #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS")]
+    workers: Option<usize>,
+    /// Do not pin workers to cores.
+    #[arg(long, env = "VOICE_EDGE_RELAY_NO_PIN")]
+    no_pin: bool,
+    /// Idle seconds before a flow is forgotten.
+    #[arg(long, env = "VOICE_EDGE_FLOW_IDLE", default_value_t = 30)]
+    flow_idle: u64,
+    /// Flows per worker.
+    #[arg(long, env = "VOICE_EDGE_MAX_FLOWS", default_value_t = 100_000)]
+    max_flows: usize,
+    /// Redis for the flow cache (redis://HOST:PORT); none by default.
+    #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
+    redis_url: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+enum RouteCommand {
+    /// Print a fresh server ufrag routing to CLUSTER / TRANSCEIVER.
+    Mint {
+        #[arg(long)]
+        cluster: u16,
+        #[arg(long)]
+        transceiver: u16,
+        #[arg(long, default_value_t = 0)]
+        worker: u8,
+        #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
+        route_secret: String,
+        #[arg(long, default_value_t = 0)]
+        key_id: u8,
+    },
+    /// Print a ufrag's fields and whether its MAC holds.
+    Decode {
+        ufrag: String,
+        #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
+        route_secret: String,
+        #[arg(long, default_value_t = 0)]
+        key_id: u8,
+    },
+}
+
 fn main() -> anyhow::Result<()> {
     env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    match cli.command {
+        None => run_all_in_one(cli.all),
+        Some(Command::Relay(a)) => run_relay(a),
+        Some(Command::Route(r)) => run_route(r),
+    }
+}
+
+fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
         .build()?;
     rt.block_on(async move {
         let running = allinone::start(AllInOneConfig {
-            http: cli.http,
-            relay: cli.relay,
-            transceivers: cli.transceivers,
-            route_secret: cli.route_secret,
-            redis_url: cli.redis_url,
+            http: a.http,
+            relay: a.relay,
+            global_relay: a.global_relay,
+            transceivers: a.transceivers,
+            relay_workers: a.relay_workers,
+            route_secret: a.route_secret,
+            redis_url: a.redis_url,
             ..Default::default()
         })
         .await?;
         println!(
-            "voice-edge is running: open http://{}/ (relay udp {}, {} transceivers, flow cache redis {})",
+            "voice-edge is running: open http://{}/ (media udp {}, {} relay(s), {} transceivers, flow cache {})",
             running.http_addr,
-            running.relay_addr,
+            running.media_addr,
+            running.relays.len(),
             running.transceivers.len(),
-            running.redis_addr
+            running.redis_addr.as_deref().unwrap_or("off")
         );
         tokio::signal::ctrl_c().await?;
         println!("stopping…");
         running.shutdown().await;
         Ok(())
     })
+}
+
+fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
+    let mut keys = RouteKeys::from_hex(a.key_id, &a.route_secret)?;
+    if let Some(prev) = &a.previous_route_secret {
+        keys = keys.with_previous(voice_edge::routing::RouteKey::from_hex(
+            a.key_id.wrapping_sub(1) & 0x0f,
+            prev,
+        )?);
+    }
+    let next_hops: HashMap<u16, SocketAddr> = a.transceivers.into_iter().collect();
+    let cfg = RelayConfig {
+        listen: a.listen,
+        link: a.internal,
+        tier: if a.global {
+            Tier::Global
+        } else {
+            Tier::Cluster { cluster: a.cluster }
+        },
+        next_hops,
+        upstreams: a.upstreams,
+        route_keys: keys,
+        workers: a.workers.unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        }),
+        pin: !a.no_pin,
+        flow_idle: Duration::from_secs(a.flow_idle),
+        max_flows: a.max_flows,
+        learn_outbound: true,
+        cache: match &a.redis_url {
+            Some(u) => Some(FlowCacheConfig {
+                redis: voice_edge::cache::parse_redis_url(u).map_err(anyhow::Error::msg)?,
+                ttl: Duration::from_secs(a.flow_idle * 4),
+            }),
+            None => None,
+        },
+    };
+    let handle = relay::spawn(cfg)?;
+    println!(
+        "relay running: udp {} link {}",
+        handle.public_addr, handle.link_addr
+    );
+    let (tx, rx) = std::sync::mpsc::channel();
+    ctrlc_channel(tx);
+    let _ = rx.recv();
+    println!("stopping… {:?}", handle.counters());
+    handle.stop();
+    Ok(())
+}
+
+/// SIGINT/SIGTERM → one message, without pulling a runtime into the relay role.
+fn ctrlc_channel(tx: std::sync::mpsc::Sender<()>) {
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("signal runtime");
+        rt.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("SIGTERM");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        });
+        let _ = tx.send(());
+    });
+}
+
+fn run_route(r: RouteCommand) -> anyhow::Result<()> {
+    match r {
+        RouteCommand::Mint {
+            cluster,
+            transceiver,
+            worker,
+            route_secret,
+            key_id,
+        } => {
+            let keys = RouteKeys::from_hex(key_id, &route_secret)?;
+            println!("{}", ufrag::mint(&keys, cluster, transceiver, worker));
+        }
+        RouteCommand::Decode {
+            ufrag: u,
+            route_secret,
+            key_id,
+        } => {
+            let keys = RouteKeys::from_hex(key_id, &route_secret)?;
+            match ufrag::decode(u.as_bytes(), &keys) {
+                Ok(h) => println!(
+                    "valid: key_id={} cluster={} transceiver={} worker={} nonce={}",
+                    h.key_id,
+                    h.cluster,
+                    h.transceiver,
+                    h.worker,
+                    hex::encode(h.nonce)
+                ),
+                Err(e) => {
+                    println!("invalid: {e}");
+                    std::process::exit(1);
+                }
+            }
+        }
+    }
+    Ok(())
 }

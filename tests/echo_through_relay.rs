@@ -32,7 +32,7 @@ async fn a_call_through_the_relay_gets_its_own_audio_back() {
         .filter(|l| l.starts_with("a=candidate"))
         .collect();
     assert_eq!(candidates.len(), 1, "want exactly one candidate:\n{sdp}");
-    let relay = server.relay_addr;
+    let relay = server.media_addr;
     assert!(
         candidates[0].contains(&format!(" {} {} typ host", relay.ip(), relay.port())),
         "candidate is not the relay address {relay}: {}",
@@ -52,7 +52,7 @@ async fn a_call_through_the_relay_gets_its_own_audio_back() {
         "events: {types:?}"
     );
 
-    let counters = server.relay.counters();
+    let counters = server.relay().counters();
     assert_eq!(counters.flows_created, 1);
     assert!(
         counters.forwarded_in >= 50 && counters.forwarded_out >= 45,
@@ -79,7 +79,7 @@ async fn two_concurrent_calls_land_on_different_transceivers_and_both_echo() {
     let (ga, gb) = tokio::join!(a.echo_round(0xB1, 30), b.echo_round(0xB2, 30));
     assert!(ga >= 27 && gb >= 27, "echo a={ga}/30 b={gb}/30");
     // Each call hears only itself: echo_round counts only its own tag.
-    assert_eq!(server.relay.counters().flows_created, 2);
+    assert_eq!(server.relay().counters().flows_created, 2);
     a.pc.close().await.unwrap();
     b.pc.close().await.unwrap();
     server.shutdown().await;

@@ -40,10 +40,11 @@ fn fixture() -> Fixture {
         .unwrap();
     let keys = RouteKeys::from_hex(0, SECRET).unwrap();
     let members = ClusterMembers::new(7).with(3, sink.local_addr().unwrap());
-    let relay = relay::spawn(
-        RelayConfig::new("127.0.0.1:0".parse().unwrap(), members, keys.clone()),
-        None,
-    )
+    let relay = relay::spawn(RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        members,
+        keys.clone(),
+    ))
     .unwrap();
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     client
@@ -153,7 +154,7 @@ fn a_valid_route_creates_a_flow_both_directions_work() {
         "link header lost the client address"
     );
     assert_eq!(inner, &req[..]);
-    assert_eq!(link_from, f.relay.internal_addr);
+    assert_eq!(link_from, f.relay.link_addr);
 
     // Later non-STUN packets of the flow are forwarded by address alone.
     let dtls = [22u8, 254, 253, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
@@ -170,14 +171,14 @@ fn a_valid_route_creates_a_flow_both_directions_work() {
     }
     .write(&mut reply);
     reply.extend_from_slice(b"\x17answer");
-    f.sink.send_to(&reply, f.relay.internal_addr).unwrap();
+    f.sink.send_to(&reply, f.relay.link_addr).unwrap();
     let (got, from) = recv(&f.client).expect("reply did not reach the client");
     assert_eq!(got, b"\x17answer");
     assert_eq!(from, f.relay.public_addr);
 
     // A non-member cannot make the relay speak from its public address.
     let intruder = UdpSocket::bind("127.0.0.1:0").unwrap();
-    intruder.send_to(&reply, f.relay.internal_addr).unwrap();
+    intruder.send_to(&reply, f.relay.link_addr).unwrap();
     assert!(recv(&f.client).is_none());
     let c = f.relay.counters();
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Relay counters, one per outcome, so an operator can tell a flood from a misroute.
 //!
-//! Plain relaxed atomics: each is written by one thread and read by the admin endpoint, so no
-//! ordering between them is needed and the hot path pays one uncontended add.
+//! Each worker has its own set (written by that worker only, read by the admin endpoint), so
+//! the hot path pays one uncontended relaxed add and no cache line is shared between workers.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -20,6 +20,10 @@ macro_rules! counters {
                 CounterSnapshot { $($name: self.$name.load(Ordering::Relaxed),)* }
             }
         }
+
+        impl std::ops::AddAssign for CounterSnapshot {
+            fn add_assign(&mut self, o: Self) { $(self.$name += o.$name;)* }
+        }
     };
 }
 
@@ -30,9 +34,13 @@ counters! {
     forwarded_out,
     /// Flows created from a routable STUN binding request.
     flows_created,
+    /// Flows restored from the Redis flow cache after a restart.
+    flows_recovered_cache,
+    /// Flows learned from a transceiver's outbound packets after a restart.
+    flows_learned_outbound,
     /// Flows removed after idling.
     flows_expired,
-    /// Unknown source, and not a STUN binding request.
+    /// Unknown source, not a STUN binding request, and no flow known anywhere.
     dropped_not_stun,
     /// Unknown source, STUN but no parsable USERNAME.
     dropped_bad_stun,
@@ -40,15 +48,21 @@ counters! {
     dropped_bad_route,
     /// The route names another cluster than this relay's.
     dropped_wrong_cluster,
-    /// The route names a transceiver id not in the membership.
+    /// The route names a transceiver (or cluster) not in the membership.
     dropped_unknown_transceiver,
     /// The flow table is at its cap; established flows are kept.
     dropped_table_full,
-    /// A datagram on the internal socket from a non-member, or without a valid link header.
+    /// A datagram on the link socket from a non-member, or without a valid link header.
     dropped_bad_link,
-    /// Flow records that could not be queued for the cache writer.
+    /// Flow-cache lookups started for unknown sources.
+    cache_lookups,
+    /// Flow records or lookups that could not be queued for the cache thread.
     cache_queue_full,
-    /// Socket send errors.
+    /// Flow records written to Redis.
+    cache_writes,
+    /// Flow-cache writes that failed (Redis down); retried when it returns.
+    cache_write_errors,
+    /// Socket send errors (datagrams the kernel refused or had no room for).
     send_errors,
 }
 
@@ -56,5 +70,12 @@ impl Counters {
     #[inline]
     pub fn inc(c: &AtomicU64) {
         c.fetch_add(1, Ordering::Relaxed);
+    }
+
+    #[inline]
+    pub fn add(c: &AtomicU64, n: u64) {
+        if n > 0 {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
     }
 }

@@ -1,18 +1,27 @@
-//! The relay's flow table: client 5-tuple → owning transceiver.
+//! The relay's flow tables: client address → next hop.
 //!
-//! Owned by one thread, so it needs no lock. Capacity is reserved up front and capped: a flood
-//! of new sources is refused at the cap rather than evicting flows that carry live calls, and
-//! idle flows age out on a sweep instead of per packet.
+//! Each worker owns a [`FlowTable`] (no lock on the hot path; the kernel's SO_REUSEPORT hash
+//! keeps a client on one worker). Capacity is reserved up front and capped: a flood of new
+//! sources is refused at the cap rather than evicting flows that carry live calls, and idle
+//! flows age out on a sweep instead of per packet. [`SharedFlows`] is the slow path: flows
+//! recovered from the cache or learned from outbound traffic land there, and a worker consults
+//! it only for a source it does not know.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::sync::RwLock;
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flow {
+    /// Where this client's datagrams go (a transceiver, or a cluster relay for the global tier).
     pub owner: SocketAddr,
-    pub transceiver: u16,
+    /// The id that named the owner in the route (transceiver id, or cluster id).
+    pub hop: u16,
     pub last_seen: Instant,
+    /// When the flow was last written to the cache (so long flows are refreshed before the
+    /// cache's TTL drops them).
+    pub written: Instant,
 }
 
 pub struct FlowTable {
@@ -45,19 +54,22 @@ impl FlowTable {
         Some(*f)
     }
 
+    #[inline]
+    pub fn contains(&self, client: &SocketAddr) -> bool {
+        self.flows.contains_key(client)
+    }
+
     pub fn insert(
         &mut self,
         client: SocketAddr,
         owner: SocketAddr,
-        transceiver: u16,
+        hop: u16,
         now: Instant,
     ) -> Insert {
         if let Some(f) = self.flows.get_mut(&client) {
-            *f = Flow {
-                owner,
-                transceiver,
-                last_seen: now,
-            };
+            f.owner = owner;
+            f.hop = hop;
+            f.last_seen = now;
             return Insert::Updated;
         }
         if self.flows.len() >= self.cap {
@@ -67,8 +79,9 @@ impl FlowTable {
             client,
             Flow {
                 owner,
-                transceiver,
+                hop,
                 last_seen: now,
+                written: now,
             },
         );
         Insert::New
@@ -83,12 +96,63 @@ impl FlowTable {
         before - self.flows.len()
     }
 
+    /// Active flows whose cache entry is older than `every`; marks them written.
+    pub fn due_for_refresh(
+        &mut self,
+        now: Instant,
+        every: Duration,
+        out: &mut Vec<(SocketAddr, u16)>,
+    ) {
+        for (client, f) in self.flows.iter_mut() {
+            if now.duration_since(f.written) >= every && now.duration_since(f.last_seen) < every {
+                f.written = now;
+                out.push((*client, f.hop));
+            }
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.flows.len()
     }
 
     pub fn is_empty(&self) -> bool {
         self.flows.is_empty()
+    }
+}
+
+/// Flows known to the relay but not (yet) to the worker that will see the client.
+pub struct SharedFlows {
+    inner: RwLock<FlowTable>,
+}
+
+impl SharedFlows {
+    pub fn new(cap: usize, idle: Duration) -> Self {
+        SharedFlows {
+            inner: RwLock::new(FlowTable::new(cap, idle)),
+        }
+    }
+
+    pub fn get(&self, client: &SocketAddr) -> Option<Flow> {
+        self.inner.read().ok()?.flows.get(client).copied()
+    }
+
+    pub fn insert(&self, client: SocketAddr, owner: SocketAddr, hop: u16, now: Instant) -> Insert {
+        match self.inner.write() {
+            Ok(mut t) => t.insert(client, owner, hop, now),
+            Err(_) => Insert::Full,
+        }
+    }
+
+    pub fn expire(&self, now: Instant) -> usize {
+        self.inner.write().map(|mut t| t.expire(now)).unwrap_or(0)
+    }
+
+    pub fn len(&self) -> usize {
+        self.inner.read().map(|t| t.len()).unwrap_or(0)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 
@@ -122,5 +186,21 @@ mod tests {
         t.touch(&a(2), t0 + Duration::from_secs(20));
         assert_eq!(t.expire(t0 + Duration::from_secs(31)), 1);
         assert!(t.touch(&a(2), t0 + Duration::from_secs(31)).is_some());
+    }
+
+    #[test]
+    fn active_flows_are_refreshed_in_the_cache_idle_ones_not() {
+        let t0 = Instant::now();
+        let mut t = FlowTable::new(10, Duration::from_secs(30));
+        t.insert(a(1), a(9000), 1, t0);
+        t.insert(a(2), a(9000), 2, t0);
+        let t1 = t0 + Duration::from_secs(21);
+        t.touch(&a(1), t1);
+        let mut out = vec![];
+        t.due_for_refresh(t1, Duration::from_secs(20), &mut out);
+        assert_eq!(out, vec![(a(1), 1)]);
+        out.clear();
+        t.due_for_refresh(t1, Duration::from_secs(20), &mut out);
+        assert!(out.is_empty(), "refreshed twice");
     }
 }

@@ -40,13 +40,19 @@ pub struct ClusterView {
 }
 
 type StatsFn = Arc<dyn Fn() -> Value + Send + Sync>;
+/// Operator actions the embedding process offers (`POST /admin/actions/{name}`), e.g. the
+/// all-in-one's dev-only relay restart.
+pub type AdminAction = Arc<dyn Fn(&str) -> Result<Value, String> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Signaling {
     clusters: Arc<Vec<ClusterView>>,
     /// call id → (cluster index, transceiver index), for hangup and admin lookups.
     calls: Arc<Mutex<HashMap<String, (usize, usize)>>>,
+    /// Makes pick-and-reserve atomic across concurrent offers.
+    placement: Arc<Mutex<()>>,
     stats: StatsFn,
+    admin: Option<AdminAction>,
 }
 
 impl Signaling {
@@ -54,8 +60,15 @@ impl Signaling {
         Signaling {
             clusters: Arc::new(clusters),
             calls: Arc::new(Mutex::new(HashMap::new())),
+            placement: Arc::new(Mutex::new(())),
             stats,
+            admin: None,
         }
+    }
+
+    pub fn with_admin(mut self, admin: AdminAction) -> Self {
+        self.admin = Some(admin);
+        self
     }
 
     pub fn router(self) -> Router {
@@ -78,6 +91,7 @@ impl Signaling {
             .route("/v1/realtime/calls/{id}/hangup", post(hangup))
             .route("/admin/stats", get(admin_stats))
             .route("/admin/calls", get(admin_calls))
+            .route("/admin/actions/{name}", post(admin_action))
             .fallback(get(web::serve))
             .layer(DefaultBodyLimit::max(MAX_OFFER_BYTES))
             .layer(cors)
@@ -181,6 +195,7 @@ impl Signaling {
         &self,
         cluster: Option<u16>,
     ) -> Result<(usize, usize, TransceiverHandle, SocketAddr), ApiError> {
+        let _guard = self.placement.lock().unwrap();
         let candidates: Vec<(usize, &ClusterView)> = self
             .clusters
             .iter()
@@ -196,7 +211,7 @@ impl Signaling {
         let mut best: Option<(usize, &ClusterView, &TransceiverHandle)> = None;
         for (ci, c) in candidates {
             if let Some(t) = placement::pick(&c.transceivers)
-                && best.is_none_or(|(_, _, b)| t.live_calls() < b.live_calls())
+                && best.is_none_or(|(_, _, b)| t.load() < b.load())
             {
                 best = Some((ci, c, t));
             }
@@ -208,6 +223,7 @@ impl Signaling {
             .iter()
             .position(|x| x.id == t.id)
             .unwrap_or(0);
+        t.reserve();
         Ok((ci, ti, t.clone(), c.media_addr))
     }
 }
@@ -253,4 +269,21 @@ async fn admin_calls(State(sig): State<Signaling>) -> Json<Value> {
         }
     }
     Json(json!({"calls": all}))
+}
+
+async fn admin_action(
+    State(sig): State<Signaling>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let Some(admin) = sig.admin.clone() else {
+        return Err(
+            ApiError::invalid("no_admin", "this process offers no admin actions")
+                .with_status(StatusCode::NOT_FOUND),
+        );
+    };
+    tokio::task::spawn_blocking(move || admin(&name))
+        .await
+        .map_err(|e| ApiError::unavailable(e.to_string()))?
+        .map(Json)
+        .map_err(|e| ApiError::invalid("admin_action_failed", e))
 }

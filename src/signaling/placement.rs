@@ -10,5 +10,5 @@ pub fn pick(transceivers: &[TransceiverHandle]) -> Option<&TransceiverHandle> {
     transceivers
         .iter()
         .filter(|t| !t.is_draining())
-        .min_by_key(|t| (t.live_calls(), t.id))
+        .min_by_key(|t| (t.load(), t.id))
 }

@@ -80,6 +80,9 @@ pub struct TransceiverHandle {
     pub addr: SocketAddr,
     cmd: async_channel::Sender<Command>,
     live: Arc<AtomicUsize>,
+    /// Calls placed here whose answer is not back yet; counted as load so that concurrent
+    /// placements spread instead of all seeing the same idle transceiver.
+    pending: Arc<AtomicUsize>,
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 }
@@ -93,7 +96,15 @@ pub enum CallError {
 }
 
 impl TransceiverHandle {
+    /// Creates a call. Placement must have called [`TransceiverHandle::reserve`] first.
     pub async fn create_call(&self, offer_sdp: String) -> Result<CreatedCall, CallError> {
+        struct Release<'a>(&'a AtomicUsize);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        let _release = Release(&self.pending);
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.cmd
             .send(Command::Create { offer_sdp, reply })
@@ -128,6 +139,16 @@ impl TransceiverHandle {
         self.live.load(Ordering::Relaxed)
     }
 
+    /// Live calls plus calls being set up: what placement balances on.
+    pub fn load(&self) -> usize {
+        self.live.load(Ordering::Relaxed) + self.pending.load(Ordering::Relaxed)
+    }
+
+    /// Counts a call as placed here until its `create_call` returns.
+    pub fn reserve(&self) {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
     pub fn is_draining(&self) -> bool {
         self.draining.load(Ordering::Relaxed)
     }
@@ -152,6 +173,7 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, JoinH
         addr,
         cmd: cmd_tx,
         live: live.clone(),
+        pending: Arc::new(AtomicUsize::new(0)),
         draining: Arc::new(AtomicBool::new(false)),
         stop: stop.clone(),
     };

@@ -39,7 +39,6 @@ fn opus() -> RTCRtpCodecParameters {
             rtcp_feedback: vec![],
         },
         payload_type: 111,
-        ..Default::default()
     }
 }
 

@@ -1,0 +1,349 @@
+//! One relay worker: a public socket and a link socket (both SO_REUSEPORT-shared with the other
+//! workers), its own flow table, batched I/O, one thread. Nothing on the forwarding path takes
+//! a lock or allocates; only sources the worker has never seen reach the slow path.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::batch::{BATCH, Batch, SendQueue};
+use super::counters::Counters;
+use super::flow_cache::CacheRequest;
+use super::flows::{FlowTable, Insert, SharedFlows};
+use super::{RelayConfig, Tier, VIA_UPSTREAM};
+use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
+use crate::routing::stun::{PacketKind, classify, peek_binding_username};
+use crate::routing::ufrag;
+
+/// How long a blocked worker sleeps before checking for stop and doing housekeeping.
+const TICK_MS: i32 = 200;
+const HOUSEKEEPING: Duration = Duration::from_secs(1);
+/// Batches drained from one socket before looking at the other, so neither direction starves.
+const MAX_BATCHES_PER_TURN: usize = 8;
+/// One cache lookup per unknown source per this long (the negative cache).
+const LOOKUP_BACKOFF: Duration = Duration::from_secs(1);
+const MAX_PENDING_LOOKUPS: usize = 4096;
+
+pub(super) struct WorkerParts {
+    pub index: u32,
+    pub public: UdpSocket,
+    pub link: UdpSocket,
+    pub cfg: RelayConfig,
+    pub counters: Arc<Counters>,
+    pub shared: Arc<SharedFlows>,
+    pub cache: Option<mpsc::Sender<CacheRequest>>,
+    pub stop: Arc<AtomicBool>,
+    pub started: Instant,
+}
+
+pub(super) struct Worker {
+    index: u32,
+    public: UdpSocket,
+    link: UdpSocket,
+    cfg: RelayConfig,
+    /// Link address → route id, to recognise next hops and name learned flows.
+    hop_ids: HashMap<SocketAddr, u16>,
+    flows: FlowTable,
+    shared: Arc<SharedFlows>,
+    cache: Option<mpsc::Sender<CacheRequest>>,
+    lookups: HashMap<SocketAddr, Instant>,
+    counters: Arc<Counters>,
+    stop: Arc<AtomicBool>,
+    /// Outbound learning runs until then: after that every live flow has been seen by now.
+    learn_until: Instant,
+    refresh_buf: Vec<(SocketAddr, u16)>,
+}
+
+impl Worker {
+    pub(super) fn new(p: WorkerParts) -> Self {
+        let hop_ids = p.cfg.next_hops.iter().map(|(id, a)| (*a, *id)).collect();
+        Worker {
+            index: p.index,
+            public: p.public,
+            link: p.link,
+            flows: FlowTable::new(p.cfg.max_flows, p.cfg.flow_idle),
+            learn_until: p.started + p.cfg.flow_idle,
+            cfg: p.cfg,
+            hop_ids,
+            shared: p.shared,
+            cache: p.cache,
+            lookups: HashMap::with_capacity(MAX_PENDING_LOOKUPS),
+            counters: p.counters,
+            stop: p.stop,
+            refresh_buf: Vec::new(),
+        }
+    }
+
+    pub(super) fn run(mut self) {
+        let public_fd = self.public.as_raw_fd();
+        let link_fd = self.link.as_raw_fd();
+        // Client datagrams land after room for the link header, so forwarding writes the header
+        // in front and sends without copying the payload.
+        let mut from_public = Batch::new(LINK_HEADER_LEN);
+        let mut from_link = Batch::new(0);
+        let mut to_link = SendQueue::new();
+        let mut to_public = SendQueue::new();
+        let mut last_housekeeping = Instant::now();
+        while !self.stop.load(Ordering::Relaxed) {
+            let (public_ready, link_ready) = poll2(public_fd, link_fd, TICK_MS);
+            if public_ready {
+                for _ in 0..MAX_BATCHES_PER_TURN {
+                    let Ok(n) = from_public.recv(public_fd) else {
+                        break;
+                    };
+                    let now = Instant::now();
+                    for i in 0..n {
+                        self.on_client_datagram(&mut from_public, i, now, &mut to_link);
+                    }
+                    self.flush(&mut to_link, link_fd);
+                    if n < BATCH {
+                        break;
+                    }
+                }
+            }
+            if link_ready {
+                for _ in 0..MAX_BATCHES_PER_TURN {
+                    let Ok(n) = from_link.recv(link_fd) else {
+                        break;
+                    };
+                    let now = Instant::now();
+                    for i in 0..n {
+                        self.on_link_datagram(&mut from_link, i, now, &mut to_link, &mut to_public);
+                    }
+                    self.flush(&mut to_public, public_fd);
+                    self.flush(&mut to_link, link_fd);
+                    if n < BATCH {
+                        break;
+                    }
+                }
+            }
+            let now = Instant::now();
+            if now.duration_since(last_housekeeping) >= HOUSEKEEPING {
+                self.housekeeping(now);
+                last_housekeeping = now;
+            }
+        }
+    }
+
+    fn flush(&self, q: &mut SendQueue, fd: RawFd) {
+        if q.is_empty() {
+            return;
+        }
+        let (sent, failed) = q.flush(fd);
+        let _ = sent;
+        Counters::add(&self.counters.send_errors, failed as u64);
+    }
+
+    /// A datagram on the public socket, straight from a client.
+    fn on_client_datagram(
+        &mut self,
+        b: &mut Batch,
+        i: usize,
+        now: Instant,
+        to_link: &mut SendQueue,
+    ) {
+        let Some(client) = b.addr(i) else { return };
+        let n = b.lens[i];
+        let Some(owner) = self.route(client, b.received(i), now) else {
+            return;
+        };
+        let slot = b.slot_mut(i);
+        LinkHeader {
+            ingress: self.index,
+            client,
+        }
+        .write(&mut slot[..LINK_HEADER_LEN]);
+        to_link.push(&slot[..LINK_HEADER_LEN + n], owner);
+        Counters::inc(&self.counters.forwarded_in);
+    }
+
+    /// A datagram on the link socket: a reply from a next hop, or a client datagram handed
+    /// over by an upstream (global) relay.
+    fn on_link_datagram(
+        &mut self,
+        b: &mut Batch,
+        i: usize,
+        now: Instant,
+        to_link: &mut SendQueue,
+        to_public: &mut SendQueue,
+    ) {
+        let Some(from) = b.addr(i) else { return };
+        let n = b.lens[i];
+        let Ok((h, _)) = LinkHeader::parse(b.received(i)) else {
+            Counters::inc(&self.counters.dropped_bad_link);
+            return;
+        };
+        if let Some(&hop) = self.hop_ids.get(&from) {
+            self.learn_outbound(h.client, from, hop, now);
+            let slot = b.slot_mut(i);
+            if h.ingress & VIA_UPSTREAM != 0 {
+                // Back through the global relay it came from; it only reads the client address.
+                let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
+                    Counters::inc(&self.counters.dropped_bad_link);
+                    return;
+                };
+                LinkHeader {
+                    ingress: 0,
+                    client: h.client,
+                }
+                .write(&mut slot[..LINK_HEADER_LEN]);
+                to_link.push(&slot[..n], up);
+            } else {
+                to_public.push(&slot[LINK_HEADER_LEN..n], h.client);
+            }
+            Counters::inc(&self.counters.forwarded_out);
+        } else if let Some(k) = self.cfg.upstreams.iter().position(|u| *u == from) {
+            let Some(owner) = self.route(h.client, &b.received(i)[LINK_HEADER_LEN..], now) else {
+                return;
+            };
+            let slot = b.slot_mut(i);
+            LinkHeader {
+                ingress: VIA_UPSTREAM | k as u32,
+                client: h.client,
+            }
+            .write(&mut slot[..LINK_HEADER_LEN]);
+            to_link.push(&slot[..n], owner);
+            Counters::inc(&self.counters.forwarded_in);
+        } else {
+            // Only members may make the relay speak from its public address.
+            Counters::inc(&self.counters.dropped_bad_link);
+        }
+    }
+
+    /// Where a client's datagram goes: its flow, a new flow from a routable binding request,
+    /// or a flow recovered after a restart. `None` drops it (counted).
+    #[inline]
+    fn route(&mut self, client: SocketAddr, pkt: &[u8], now: Instant) -> Option<SocketAddr> {
+        if let Some(flow) = self.flows.touch(&client, now) {
+            return Some(flow.owner);
+        }
+        self.route_new(client, pkt, now)
+    }
+
+    #[cold]
+    fn route_new(&mut self, client: SocketAddr, pkt: &[u8], now: Instant) -> Option<SocketAddr> {
+        let c = self.counters.clone();
+        let stun = !pkt.is_empty() && classify(pkt[0]) == PacketKind::Stun;
+        if stun && let Ok(server_ufrag) = peek_binding_username(pkt) {
+            let Ok(hint) = ufrag::decode(server_ufrag, &self.cfg.route_keys) else {
+                Counters::inc(&c.dropped_bad_route);
+                return None;
+            };
+            let hop = match self.cfg.tier {
+                Tier::Cluster { cluster } if hint.cluster != cluster => {
+                    Counters::inc(&c.dropped_wrong_cluster);
+                    return None;
+                }
+                Tier::Cluster { .. } => hint.transceiver,
+                Tier::Global => hint.cluster,
+            };
+            let Some(&owner) = self.cfg.next_hops.get(&hop) else {
+                Counters::inc(&c.dropped_unknown_transceiver);
+                return None;
+            };
+            match self.flows.insert(client, owner, hop, now) {
+                Insert::Full => {
+                    Counters::inc(&c.dropped_table_full);
+                    return None;
+                }
+                Insert::New => {
+                    Counters::inc(&c.flows_created);
+                    self.cache_request(CacheRequest::Write { client, hop });
+                }
+                Insert::Updated => {}
+            }
+            return Some(owner);
+        }
+        // Not routable by itself: was this client ours before a restart?
+        if let Some(f) = self.shared.get(&client) {
+            if self.flows.insert(client, f.owner, f.hop, now) == Insert::Full {
+                Counters::inc(&c.dropped_table_full);
+                return None;
+            }
+            return Some(f.owner);
+        }
+        if self.cache.is_some() {
+            let due = self
+                .lookups
+                .get(&client)
+                .is_none_or(|t| now.duration_since(*t) >= LOOKUP_BACKOFF);
+            if due && self.lookups.len() < MAX_PENDING_LOOKUPS {
+                self.lookups.insert(client, now);
+                Counters::inc(&c.cache_lookups);
+                self.cache_request(CacheRequest::Lookup { client });
+            }
+        }
+        if stun {
+            Counters::inc(&c.dropped_bad_stun);
+        } else {
+            Counters::inc(&c.dropped_not_stun);
+        }
+        None
+    }
+
+    /// A transceiver sends audio every 20 ms; after a restart that re-creates the flow before
+    /// the client's next packet needs it. Limited to the recovery window so that, in steady
+    /// state, the reply path never touches shared state.
+    #[inline]
+    fn learn_outbound(&mut self, client: SocketAddr, owner: SocketAddr, hop: u16, now: Instant) {
+        if !self.cfg.learn_outbound || now >= self.learn_until || self.flows.contains(&client) {
+            return;
+        }
+        if self.flows.insert(client, owner, hop, now) == Insert::New {
+            self.shared.insert(client, owner, hop, now);
+            Counters::inc(&self.counters.flows_learned_outbound);
+        }
+    }
+
+    fn cache_request(&self, req: CacheRequest) {
+        if let Some(tx) = &self.cache
+            && tx.try_send(req).is_err()
+        {
+            Counters::inc(&self.counters.cache_queue_full);
+        }
+    }
+
+    fn housekeeping(&mut self, now: Instant) {
+        let n = self.flows.expire(now);
+        Counters::add(&self.counters.flows_expired, n as u64);
+        if self.index == 0 {
+            self.shared.expire(now);
+        }
+        self.lookups
+            .retain(|_, t| now.duration_since(*t) < LOOKUP_BACKOFF);
+        if let Some(cache) = &self.cfg.cache {
+            let mut due = std::mem::take(&mut self.refresh_buf);
+            self.flows.due_for_refresh(now, cache.ttl / 3, &mut due);
+            for (client, hop) in due.drain(..) {
+                self.cache_request(CacheRequest::Write { client, hop });
+            }
+            self.refresh_buf = due;
+        }
+    }
+}
+
+/// Waits until either socket is readable (or the timeout passes).
+fn poll2(a: RawFd, b: RawFd, timeout_ms: i32) -> (bool, bool) {
+    let mut fds = [
+        libc::pollfd {
+            fd: a,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: b,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+    if r <= 0 {
+        return (false, false);
+    }
+    (fds[0].revents != 0, fds[1].revents != 0)
+}
