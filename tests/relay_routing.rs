@@ -35,17 +35,18 @@ struct Fixture {
 }
 
 fn fixture() -> Fixture {
+    fixture_with(|_| {})
+}
+
+fn fixture_with(tune: impl FnOnce(&mut RelayConfig)) -> Fixture {
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     sink.set_read_timeout(Some(Duration::from_millis(300)))
         .unwrap();
     let keys = RouteKeys::from_hex(0, SECRET).unwrap();
     let members = ClusterMembers::new(7).with(3, sink.local_addr().unwrap());
-    let relay = relay::spawn(RelayConfig::new(
-        "127.0.0.1:0".parse().unwrap(),
-        members,
-        keys.clone(),
-    ))
-    .unwrap();
+    let mut cfg = RelayConfig::new("127.0.0.1:0".parse().unwrap(), members, keys.clone());
+    tune(&mut cfg);
+    let relay = relay::spawn(cfg).unwrap();
     let client = UdpSocket::bind("127.0.0.1:0").unwrap();
     client
         .set_read_timeout(Some(Duration::from_millis(300)))
@@ -191,5 +192,70 @@ fn a_valid_route_creates_a_flow_both_directions_work() {
         (1, 2, 1, 1),
         "{c:?}"
     );
+    f.relay.stop();
+}
+
+fn link_packet(client: SocketAddr, payload: &[u8]) -> Vec<u8> {
+    let mut p = vec![0u8; LINK_HEADER_LEN];
+    LinkHeader { ingress: 0, client }.write(&mut p);
+    p.extend_from_slice(payload);
+    p
+}
+
+#[test]
+fn a_flow_is_learned_from_the_transceivers_outbound_packets() {
+    let f = fixture();
+    let client = f.client.local_addr().unwrap();
+    // The relay has never seen this client (as after a restart); the transceiver sends to it.
+    f.sink
+        .send_to(&link_packet(client, b"\x80media"), f.relay.link_addr)
+        .unwrap();
+    let (got, _) = recv(&f.client).expect("outbound packet not delivered");
+    assert_eq!(got, b"\x80media");
+    // The client's next non-STUN packet now finds its flow.
+    f.client.send_to(b"\x80reply", f.relay.public_addr).unwrap();
+    let (pkt, _) = recv(&f.sink).expect("learned flow did not forward");
+    assert_eq!(&pkt[LINK_HEADER_LEN..], b"\x80reply");
+    let c = f.relay.counters();
+    assert_eq!(
+        (c.flows_learned_outbound, c.dropped_not_stun),
+        (1, 0),
+        "{c:?}"
+    );
+    f.relay.stop();
+}
+
+#[test]
+fn a_flood_of_new_sources_never_evicts_an_established_flow() {
+    let f = fixture_with(|c| c.max_flows = 4);
+    let u = ufrag::mint(&f.keys, 7, 3, 0);
+    f.client
+        .send_to(&binding_request(&format!("{u}:live")), f.relay.public_addr)
+        .unwrap();
+    recv(&f.sink).expect("established flow not created");
+    // 40 sources with valid routes and 40 with garbage, bounded and over in well under a second.
+    let flood: Vec<UdpSocket> = (0..80)
+        .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+        .collect();
+    for (i, s) in flood.iter().enumerate() {
+        let pkt = if i % 2 == 0 {
+            binding_request(&format!("{}:fl{i:02}", ufrag::mint(&f.keys, 7, 3, 0)))
+        } else {
+            vec![0x80, 0, 0, i as u8, 1, 2, 3, 4]
+        };
+        s.send_to(&pkt, f.relay.public_addr).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(100));
+    while recv(&f.sink).is_some() {}
+    // The established call still flows.
+    f.client
+        .send_to(&[23, 254, 253, 0, 1], f.relay.public_addr)
+        .unwrap();
+    let (pkt, _) = recv(&f.sink).expect("established flow was evicted by the flood");
+    assert_eq!(&pkt[LINK_HEADER_LEN..], &[23, 254, 253, 0, 1]);
+    let c = f.relay.counters();
+    assert_eq!(c.flows_created, 4, "{c:?}");
+    assert_eq!(c.dropped_table_full, 37, "{c:?}");
+    assert_eq!(c.dropped_not_stun, 40, "{c:?}");
     f.relay.stop();
 }

@@ -1,6 +1,6 @@
 //! The relay's flow cache in Redis: writes new flows, answers lookups after a restart.
 //!
-//! Runs on its own thread with a small tokio runtime, fed by the workers through bounded
+//! Runs on its own thread with a blocking Redis connection, fed by the workers through bounded
 //! queues (`try_send`: a slow or dead Redis costs counters, never forwarding). Writes that fail
 //! while Redis is down are kept (deduplicated, capped) and replayed when it returns.
 
@@ -9,8 +9,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use tokio::sync::mpsc;
+use std::sync::mpsc;
 
 use super::counters::Counters;
 use super::flows::SharedFlows;
@@ -33,6 +32,7 @@ pub enum CacheRequest {
 const MAX_BACKLOG: usize = 100_000;
 const RETRY: Duration = Duration::from_millis(500);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
+const IO_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// The key scope keeps tiers apart: a global relay stores cluster ids, a cluster relay stores
 /// transceiver ids, for the same client address.
@@ -48,59 +48,56 @@ pub struct CacheThread {
     pub counters: Arc<Counters>,
 }
 
+/// The workers' side of the queue; `try_send` never blocks the hot path.
+pub type CacheSender = mpsc::SyncSender<CacheRequest>;
+
 impl CacheThread {
-    pub fn spawn(
-        self,
-    ) -> anyhow::Result<(mpsc::Sender<CacheRequest>, std::thread::JoinHandle<()>)> {
-        let (tx, rx) = mpsc::channel(8192);
+    pub fn spawn(self) -> anyhow::Result<(CacheSender, std::thread::JoinHandle<()>)> {
+        let (tx, rx) = mpsc::sync_channel(8192);
         let t = std::thread::Builder::new()
             .name("relay-cache".into())
-            .spawn(move || {
-                let rt = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        log::error!("relay cache runtime: {e}");
-                        return;
-                    }
-                };
-                rt.block_on(self.run(rx));
-            })?;
+            .spawn(move || self.run(rx))?;
         Ok((tx, t))
     }
 
-    async fn run(self, mut rx: mpsc::Receiver<CacheRequest>) {
-        let mut conn: Option<mini_redis::client::Client> = None;
+    fn run(self, rx: mpsc::Receiver<CacheRequest>) {
+        let url = format!("redis://{}/", self.cfg.redis);
+        let client = match redis::Client::open(url.as_str()) {
+            Ok(c) => c,
+            Err(e) => {
+                log::error!("flow cache: bad redis address {}: {e}", self.cfg.redis);
+                return;
+            }
+        };
+        let mut conn: Option<redis::Connection> = None;
         let mut backlog: HashMap<SocketAddr, u16> = HashMap::new();
         let mut last_attempt = Instant::now() - RETRY;
         loop {
             let req = if backlog.is_empty() {
-                match rx.recv().await {
-                    Some(r) => Some(r),
-                    None => return, // relay stopped
+                match rx.recv() {
+                    Ok(r) => Some(r),
+                    Err(_) => return, // relay stopped
                 }
             } else {
-                match tokio::time::timeout(RETRY, rx.recv()).await {
-                    Ok(Some(r)) => Some(r),
-                    Ok(None) => return,
-                    Err(_) => None,
+                match rx.recv_timeout(RETRY) {
+                    Ok(r) => Some(r),
+                    Err(mpsc::RecvTimeoutError::Timeout) => None,
+                    Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
             };
             if conn.is_none() && last_attempt.elapsed() >= RETRY {
                 last_attempt = Instant::now();
-                conn = connect(&self.cfg.redis).await;
+                conn = connect(&client);
             }
             if let Some(c) = conn.as_mut()
                 && !backlog.is_empty()
             {
                 let pending: Vec<(SocketAddr, u16)> = backlog.drain().collect();
-                for (client, hop) in pending {
-                    if self.write(c, client, hop).await {
+                for (client_addr, hop) in pending {
+                    if self.write(c, client_addr, hop) {
                         Counters::inc(&self.counters.cache_writes);
                     } else {
-                        backlog.insert(client, hop);
+                        backlog.insert(client_addr, hop);
                     }
                 }
                 if !backlog.is_empty() {
@@ -108,32 +105,30 @@ impl CacheThread {
                 }
             }
             match req {
-                Some(CacheRequest::Write { client, hop }) => {
-                    let ok = match conn.as_mut() {
-                        Some(c) => self.write(c, client, hop).await,
-                        None => false,
-                    };
+                Some(CacheRequest::Write { client: addr, hop }) => {
+                    let ok = conn.as_mut().is_some_and(|c| self.write(c, addr, hop));
                     if ok {
                         Counters::inc(&self.counters.cache_writes);
                     } else {
                         conn = None;
                         Counters::inc(&self.counters.cache_write_errors);
                         if backlog.len() < MAX_BACKLOG {
-                            backlog.insert(client, hop);
+                            backlog.insert(addr, hop);
                         }
                     }
                 }
-                Some(CacheRequest::Lookup { client }) => {
+                Some(CacheRequest::Lookup { client: addr }) => {
                     let Some(c) = conn.as_mut() else { continue };
-                    match c.get(&flow_key(&self.scope, client)).await {
+                    let r: redis::RedisResult<Option<String>> =
+                        redis::cmd("GET").arg(flow_key(&self.scope, addr)).query(c);
+                    match r {
                         Ok(Some(v)) => {
-                            let hop = std::str::from_utf8(&v)
+                            let found = v
+                                .parse::<u16>()
                                 .ok()
-                                .and_then(|s| s.parse::<u16>().ok());
-                            if let Some((hop, owner)) =
-                                hop.and_then(|h| self.next_hops.get(&h).map(|o| (h, *o)))
-                            {
-                                self.shared.insert(client, owner, hop, Instant::now());
+                                .and_then(|h| self.next_hops.get(&h).map(|o| (h, *o)));
+                            if let Some((hop, owner)) = found {
+                                self.shared.insert(addr, owner, hop, Instant::now());
                                 Counters::inc(&self.counters.flows_recovered_cache);
                             }
                         }
@@ -146,24 +141,20 @@ impl CacheThread {
         }
     }
 
-    async fn write(
-        &self,
-        c: &mut mini_redis::client::Client,
-        client: SocketAddr,
-        hop: u16,
-    ) -> bool {
-        let key = flow_key(&self.scope, client);
-        let fut = c.set_expires(&key, Bytes::from(hop.to_string()), self.cfg.ttl);
-        matches!(
-            tokio::time::timeout(Duration::from_secs(1), fut).await,
-            Ok(Ok(()))
-        )
+    fn write(&self, c: &mut redis::Connection, client: SocketAddr, hop: u16) -> bool {
+        redis::cmd("SET")
+            .arg(flow_key(&self.scope, client))
+            .arg(hop)
+            .arg("PX")
+            .arg(self.cfg.ttl.as_millis() as u64)
+            .query::<()>(c)
+            .is_ok()
     }
 }
 
-async fn connect(addr: &str) -> Option<mini_redis::client::Client> {
-    match tokio::time::timeout(CONNECT_TIMEOUT, mini_redis::client::connect(addr)).await {
-        Ok(Ok(c)) => Some(c),
-        _ => None,
-    }
+fn connect(client: &redis::Client) -> Option<redis::Connection> {
+    let c = client.get_connection_with_timeout(CONNECT_TIMEOUT).ok()?;
+    c.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
+    c.set_write_timeout(Some(IO_TIMEOUT)).ok()?;
+    Some(c)
 }

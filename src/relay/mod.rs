@@ -122,7 +122,7 @@ pub struct RelayHandle {
     stop: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
     cache_thread: Option<JoinHandle<()>>,
-    cache_tx: Option<tokio::sync::mpsc::Sender<flow_cache::CacheRequest>>,
+    cache_tx: Option<flow_cache::CacheSender>,
 }
 
 impl RelayHandle {

@@ -9,8 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use tokio::sync::mpsc;
-
 use super::batch::{BATCH, Batch, SendQueue};
 use super::counters::Counters;
 use super::flow_cache::CacheRequest;
@@ -21,7 +19,7 @@ use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
 
 /// How long a blocked worker sleeps before checking for stop and doing housekeeping.
-const TICK_MS: i32 = 200;
+const TICK_MS: i32 = 50;
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// Batches drained from one socket before looking at the other, so neither direction starves.
 const MAX_BATCHES_PER_TURN: usize = 8;
@@ -36,7 +34,7 @@ pub(super) struct WorkerParts {
     pub cfg: RelayConfig,
     pub counters: Arc<Counters>,
     pub shared: Arc<SharedFlows>,
-    pub cache: Option<mpsc::Sender<CacheRequest>>,
+    pub cache: Option<super::flow_cache::CacheSender>,
     pub stop: Arc<AtomicBool>,
     pub started: Instant,
 }
@@ -50,7 +48,7 @@ pub(super) struct Worker {
     hop_ids: HashMap<SocketAddr, u16>,
     flows: FlowTable,
     shared: Arc<SharedFlows>,
-    cache: Option<mpsc::Sender<CacheRequest>>,
+    cache: Option<super::flow_cache::CacheSender>,
     lookups: HashMap<SocketAddr, Instant>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,

@@ -259,3 +259,110 @@ impl Client {
             .collect()
     }
 }
+
+impl Client {
+    /// Streams 20 ms tagged frames until `stop` is set; returns the number sent.
+    pub fn stream(
+        &self,
+        tag: u8,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) -> tokio::task::JoinHandle<u32> {
+        let track = self.track.clone();
+        let ssrc = self.ssrc;
+        tokio::spawn(async move {
+            let mut i: u32 = 0;
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                tick.tick().await;
+                let mut payload = vec![tag, (i >> 8) as u8, i as u8];
+                payload.extend_from_slice(&[0x5a; 57]);
+                let pkt = rtc::rtp::Packet {
+                    header: rtc::rtp::header::Header {
+                        version: 2,
+                        payload_type: 111,
+                        sequence_number: i as u16,
+                        timestamp: i.wrapping_mul(960),
+                        ssrc,
+                        ..Default::default()
+                    },
+                    payload: Bytes::from(payload),
+                };
+                let _ = track.write_rtp(pkt).await;
+                i += 1;
+            }
+            i
+        })
+    }
+
+    /// Records the arrival time of every echoed frame carrying `tag` until the channel closes
+    /// or `until` passes.
+    pub async fn arrivals(
+        &mut self,
+        tag: u8,
+        until: tokio::time::Instant,
+    ) -> Vec<tokio::time::Instant> {
+        let mut out = vec![];
+        while let Ok(Some(p)) = tokio::time::timeout_at(until, self.rtp_rx.recv()).await {
+            if p.first() == Some(&tag) {
+                out.push(tokio::time::Instant::now());
+            }
+        }
+        out
+    }
+}
+
+/// The longest silence between consecutive arrivals inside [from, to].
+pub fn max_gap(
+    arrivals: &[tokio::time::Instant],
+    from: tokio::time::Instant,
+    to: tokio::time::Instant,
+) -> Duration {
+    let mut prev = from;
+    let mut worst = Duration::ZERO;
+    for &t in arrivals.iter().filter(|t| **t >= from && **t <= to) {
+        worst = worst.max(t - prev);
+        prev = t;
+    }
+    worst.max(to.saturating_duration_since(prev))
+}
+
+/// A real Redis (Debian's redis-server) on a free loopback port, killed on drop.
+pub struct RedisServer {
+    pub addr: SocketAddr,
+    child: std::process::Child,
+}
+
+impl RedisServer {
+    pub fn start() -> RedisServer {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Self::start_on(port)
+    }
+
+    pub fn start_on(port: u16) -> RedisServer {
+        let child = std::process::Command::new("redis-server")
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server is needed for this test (scripts/test.sh installs Debian's redis-server)");
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        for _ in 0..100 {
+            if std::net::TcpStream::connect(addr).is_ok() {
+                return RedisServer { addr, child };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server did not start on {addr}");
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

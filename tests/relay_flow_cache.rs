@@ -1,0 +1,114 @@
+//! The relay's flow cache against a real Redis (Debian's redis-server): flows are written,
+//! forwarding never waits for Redis, and writes lost while Redis was down are replayed.
+
+mod common;
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use common::RedisServer;
+use voice_edge::membership::ClusterMembers;
+use voice_edge::relay::flow_cache::flow_key;
+use voice_edge::relay::{self, FlowCacheConfig, RelayConfig};
+use voice_edge::routing::{RouteKeys, ufrag};
+
+fn binding_request(username: &str) -> Vec<u8> {
+    let mut attr = vec![0x00, 0x06];
+    attr.extend_from_slice(&(username.len() as u16).to_be_bytes());
+    attr.extend_from_slice(username.as_bytes());
+    while attr.len() % 4 != 0 {
+        attr.push(0);
+    }
+    let mut m = vec![0x00, 0x01];
+    m.extend_from_slice(&(attr.len() as u16).to_be_bytes());
+    m.extend_from_slice(&0x2112A442u32.to_be_bytes());
+    m.extend_from_slice(&[7; 12]);
+    m.extend_from_slice(&attr);
+    m
+}
+
+fn get(redis: std::net::SocketAddr, key: &str) -> Option<String> {
+    let client = redis::Client::open(format!("redis://{redis}/")).ok()?;
+    let mut c = client
+        .get_connection_with_timeout(Duration::from_millis(300))
+        .ok()?;
+    redis::cmd("GET")
+        .arg(key)
+        .query::<Option<String>>(&mut c)
+        .ok()
+        .flatten()
+}
+
+fn wait_for(redis: std::net::SocketAddr, key: &str, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(v) = get(redis, key) {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+#[test]
+fn flows_survive_redis_outages_and_are_written_when_it_returns() {
+    // A port where Redis is not running yet.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let redis_addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let keys = RouteKeys::from_hex(0, &"42".repeat(32)).unwrap();
+    let mut cfg = RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        ClusterMembers::new(2).with(5, sink.local_addr().unwrap()),
+        keys.clone(),
+    );
+    cfg.cache = Some(FlowCacheConfig {
+        redis: redis_addr.to_string(),
+        ttl: Duration::from_secs(60),
+    });
+    let relay = relay::spawn(cfg).unwrap();
+
+    // Redis is down: the call's first packet is still forwarded at once.
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let u = ufrag::mint(&keys, 2, 5, 0);
+    client
+        .send_to(&binding_request(&format!("{u}:abcd")), relay.public_addr)
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    sink.recv_from(&mut buf)
+        .expect("forwarding waited for Redis");
+    std::thread::sleep(Duration::from_millis(200));
+    let c = relay.counters();
+    assert_eq!(c.cache_write_errors, 1, "{c:?}");
+    assert_eq!(c.cache_writes, 0, "{c:?}");
+
+    // Redis comes back: the lost write is replayed without any new traffic.
+    let redis = RedisServer::start_on(port);
+    let key = flow_key("c2", client.local_addr().unwrap());
+    assert_eq!(
+        wait_for(redis.addr, &key, Duration::from_secs(5)).as_deref(),
+        Some("5")
+    );
+    assert!(relay.counters().cache_writes >= 1);
+
+    // A second flow goes straight in.
+    let client2 = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client2
+        .send_to(
+            &binding_request(&format!("{}:efgh", ufrag::mint(&keys, 2, 5, 0))),
+            relay.public_addr,
+        )
+        .unwrap();
+    let key2 = flow_key("c2", client2.local_addr().unwrap());
+    assert_eq!(
+        wait_for(redis.addr, &key2, Duration::from_secs(5)).as_deref(),
+        Some("5")
+    );
+    relay.stop();
+}
