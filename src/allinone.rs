@@ -111,8 +111,15 @@ impl RelaySlot {
     }
 
     fn stats(&self) -> Value {
+        let per_worker = self
+            .handle
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map(|h| h.worker_counters())
+            .unwrap_or_default();
         json!({"name": self.name, "public_addr": self.cfg.listen, "link_addr": self.cfg.link,
-               "workers": self.cfg.workers, "counters": self.counters()})
+               "workers": self.cfg.workers, "counters": self.counters(), "per_worker": per_worker})
     }
 }
 
