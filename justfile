@@ -1,0 +1,17 @@
+# voice-edge tasks. Each recipe is a thin wrapper over a plain command, so nothing needs `just`.
+
+# Run the all-in-one demo (open http://127.0.0.1:8080/)
+demo *ARGS:
+    cargo run --release -- {{ARGS}}
+
+# The test command CI runs (installs what the tests need)
+test:
+    bash scripts/test.sh
+
+# Relay benchmark table: direct echo vs nginx vs baseline forwarder vs voice-edge relay (args go to `bench-relay run`)
+bench-relay *ARGS:
+    bash bench/relay/run.sh {{ARGS}}
+
+# Setup timings of the demo page in headless Chromium (median of N calls)
+bench-connect RUNS="5":
+    node tests/e2e/connect-timings.mjs --runs {{RUNS}}
