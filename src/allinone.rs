@@ -18,7 +18,7 @@ use crate::membership::ClusterMembers;
 use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle};
 use crate::routing::RouteKeys;
 use crate::signaling::{AdminAction, ClusterView, Signaling};
-use crate::transceiver::{self, TransceiverConfig, TransceiverHandle};
+use crate::transceiver::{self, Lifecycle, TransceiverConfig, TransceiverHandle};
 
 #[derive(Debug, Clone)]
 pub struct AllInOneConfig {
@@ -39,6 +39,7 @@ pub struct AllInOneConfig {
     /// Learn flows from transceivers' outbound packets after a relay restart.
     pub learn_outbound: bool,
     pub flow_ttl: Duration,
+    pub lifecycle: Lifecycle,
 }
 
 impl Default for AllInOneConfig {
@@ -55,6 +56,7 @@ impl Default for AllInOneConfig {
             flow_cache: true,
             learn_outbound: true,
             flow_ttl: Duration::from_secs(120),
+            lifecycle: Lifecycle::default(),
         }
     }
 }
@@ -229,6 +231,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 bind: SocketAddr::new(ip, 0),
                 advertise: Some(media_addr),
                 route_keys: keys.clone(),
+                lifecycle: cfg.lifecycle,
             })?;
             members = members.with(id, h.addr);
             ts.push(h);
@@ -270,6 +273,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         })
     });
     let relays_for_admin = relays.clone();
+    let transceivers_for_admin = handles.clone();
     let admin: AdminAction = Arc::new(move |action: &str| match action {
         // Dev-only: drop a relay's memory as a crash would, to measure recovery.
         a if a.starts_with("restart-relay") => {
@@ -284,6 +288,21 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .ok_or_else(|| format!("no relay named {name:?}"))?;
             r.restart().map_err(|e| e.to_string())?;
             Ok(json!({"restarted": name}))
+        }
+        // Take a transceiver out of placement (what SIGTERM does to all of them).
+        a if a.starts_with("drain-transceiver:") => {
+            let id: u16 = a["drain-transceiver:".len()..]
+                .parse()
+                .map_err(|_| format!("bad transceiver id in {a:?}"))?;
+            let mut n = 0;
+            for t in transceivers_for_admin.iter().filter(|t| t.id == id) {
+                t.drain();
+                n += 1;
+            }
+            if n == 0 {
+                return Err(format!("no transceiver {id}"));
+            }
+            Ok(json!({"draining": id, "transceivers": n}))
         }
         other => Err(format!("unknown admin action {other:?}")),
     });

@@ -10,7 +10,6 @@ mod web;
 
 pub use errors::ApiError;
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
@@ -47,8 +46,6 @@ pub type AdminAction = Arc<dyn Fn(&str) -> Result<Value, String> + Send + Sync>;
 #[derive(Clone)]
 pub struct Signaling {
     clusters: Arc<Vec<ClusterView>>,
-    /// call id → (cluster index, transceiver index), for hangup and admin lookups.
-    calls: Arc<Mutex<HashMap<String, (usize, usize)>>>,
     /// Makes pick-and-reserve atomic across concurrent offers.
     placement: Arc<Mutex<()>>,
     stats: StatsFn,
@@ -59,7 +56,6 @@ impl Signaling {
     pub fn new(clusters: Vec<ClusterView>, stats: StatsFn) -> Self {
         Signaling {
             clusters: Arc::new(clusters),
-            calls: Arc::new(Mutex::new(HashMap::new())),
             placement: Arc::new(Mutex::new(())),
             stats,
             admin: None,
@@ -154,15 +150,11 @@ async fn create_call(
         ));
     }
 
-    let (ci, ti, t, media_addr) = sig.place(q.cluster)?;
+    let (t, media_addr) = sig.place(q.cluster)?;
     let created = t.create_call(offer.to_owned()).await.map_err(|e| match e {
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
         CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
     })?;
-    sig.calls
-        .lock()
-        .unwrap()
-        .insert(created.call_id.clone(), (ci, ti));
 
     let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
     let h = resp.headers_mut();
@@ -191,16 +183,12 @@ async fn create_call(
 }
 
 impl Signaling {
-    fn place(
-        &self,
-        cluster: Option<u16>,
-    ) -> Result<(usize, usize, TransceiverHandle, SocketAddr), ApiError> {
+    fn place(&self, cluster: Option<u16>) -> Result<(TransceiverHandle, SocketAddr), ApiError> {
         let _guard = self.placement.lock().unwrap();
-        let candidates: Vec<(usize, &ClusterView)> = self
+        let candidates: Vec<&ClusterView> = self
             .clusters
             .iter()
-            .enumerate()
-            .filter(|(_, c)| cluster.is_none_or(|id| c.id == id))
+            .filter(|c| cluster.is_none_or(|id| c.id == id))
             .collect();
         if candidates.is_empty() {
             return Err(ApiError::invalid(
@@ -208,23 +196,18 @@ impl Signaling {
                 format!("no cluster {cluster:?}"),
             ));
         }
-        let mut best: Option<(usize, &ClusterView, &TransceiverHandle)> = None;
-        for (ci, c) in candidates {
+        let mut best: Option<(&ClusterView, &TransceiverHandle)> = None;
+        for c in candidates {
             if let Some(t) = placement::pick(&c.transceivers)
-                && best.is_none_or(|(_, _, b)| t.load() < b.load())
+                && best.is_none_or(|(_, b)| t.load() < b.load())
             {
-                best = Some((ci, c, t));
+                best = Some((c, t));
             }
         }
-        let (ci, c, t) =
+        let (c, t) =
             best.ok_or_else(|| ApiError::unavailable("no transceiver is accepting calls"))?;
-        let ti = c
-            .transceivers
-            .iter()
-            .position(|x| x.id == t.id)
-            .unwrap_or(0);
         t.reserve();
-        Ok((ci, ti, t.clone(), c.media_addr))
+        Ok((t.clone(), c.media_addr))
     }
 }
 
@@ -232,17 +215,29 @@ async fn hangup(
     State(sig): State<Signaling>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let loc = sig.calls.lock().unwrap().remove(&id);
     let not_found = || {
         ApiError::invalid("call_not_found", format!("no live call {id:?}"))
             .with_status(StatusCode::NOT_FOUND)
     };
-    let (ci, ti) = loc.ok_or_else(not_found)?;
-    let t = sig.clusters[ci].transceivers[ti].clone();
+    let t = sig.transceiver_of(&id).ok_or_else(not_found)?;
     if t.hangup(id.clone()).await {
         Ok(StatusCode::OK.into_response())
     } else {
         Err(not_found())
+    }
+}
+
+impl Signaling {
+    /// The transceiver a call id names (the id encodes cluster and transceiver).
+    fn transceiver_of(&self, call_id: &str) -> Option<TransceiverHandle> {
+        let (cluster, transceiver) = crate::transceiver::call_id::decode(call_id)?;
+        self.clusters
+            .iter()
+            .find(|c| c.id == cluster)?
+            .transceivers
+            .iter()
+            .find(|t| t.id == transceiver)
+            .cloned()
     }
 }
 

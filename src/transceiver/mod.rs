@@ -5,6 +5,7 @@
 //! check can never arrive ahead of the ufrag it names. Datagrams arrive either wrapped in the
 //! relay link header (the normal path) or bare, from a client connecting directly.
 
+pub mod call_id;
 mod peer;
 mod session;
 mod worker;
@@ -16,6 +17,7 @@ use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use rtc::peer_connection::certificate::{CertificateParams, RTCCertificate};
 use serde::Serialize;
@@ -31,6 +33,53 @@ pub struct TransceiverConfig {
     /// The candidate put in answers; `None` advertises the socket itself (direct clients).
     pub advertise: Option<SocketAddr>,
     pub route_keys: RouteKeys,
+    pub lifecycle: Lifecycle,
+}
+
+/// When a transceiver gives up on a call. Every ending releases all of the call's state.
+#[derive(Debug, Clone, Copy)]
+pub struct Lifecycle {
+    /// No ICE + DTLS within this long after the answer: the client never arrived.
+    pub setup_deadline: Duration,
+    /// RFC 7675: a browser sends a consent check every ~5 s; none for this long means the
+    /// client is gone (or no longer consents), so the call is closed.
+    pub consent_timeout: Duration,
+    /// No media or data from the client for this long ends the call even if consent holds.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Lifecycle {
+    fn default() -> Self {
+        Lifecycle {
+            setup_deadline: Duration::from_secs(30),
+            consent_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+        }
+    }
+}
+
+/// Why calls ended, counted per transceiver.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct EndCounters {
+    pub hangup: u64,
+    pub peer_closed: u64,
+    pub setup_timeout: u64,
+    pub consent_expired: u64,
+    pub idle_timeout: u64,
+    pub shutdown: u64,
+}
+
+/// The worker's bookkeeping sizes, so a test (or an operator) can see that ended calls leave
+/// nothing behind.
+#[derive(Debug, Default, Clone, Copy, Serialize)]
+pub struct WorkerStats {
+    pub sessions: usize,
+    pub ufrag_index: usize,
+    pub addr_index: usize,
+    pub call_index: usize,
+    pub timers: usize,
+    pub dropped_unknown: u64,
+    pub ended: EndCounters,
 }
 
 /// What a created call tells signaling.
@@ -69,6 +118,9 @@ pub(crate) enum Command {
     },
     List {
         reply: tokio::sync::oneshot::Sender<Vec<CallInfo>>,
+    },
+    Stats {
+        reply: tokio::sync::oneshot::Sender<WorkerStats>,
     },
 }
 
@@ -133,6 +185,19 @@ impl TransceiverHandle {
             return vec![];
         }
         rx.await.unwrap_or_default()
+    }
+
+    pub async fn stats(&self) -> WorkerStats {
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        if self.cmd.send(Command::Stats { reply }).await.is_err() {
+            return WorkerStats::default();
+        }
+        rx.await.unwrap_or_default()
+    }
+
+    /// Takes this transceiver out of placement; live calls continue until they end.
+    pub fn drain(&self) {
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     pub fn live_calls(&self) -> usize {

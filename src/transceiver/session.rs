@@ -51,13 +51,22 @@ pub struct Session {
     /// The address in our answer's candidate; every datagram is presented to ICE as arriving
     /// there, whichever relay carried it, because that is what the client sent to.
     pub candidate: SocketAddr,
+    /// Where the client is now (replies go here).
     pub client: Option<SocketAddr>,
+    /// Where the client first came from: the address the stack knows it by.
+    pub canonical: Option<SocketAddr>,
+    /// A new address that sent a binding request, moved to once the stack answers it.
+    pub pending_move: Option<(SocketAddr, [u8; 12])>,
     /// The relay link address that last delivered a packet of this call; replies go back the
     /// same way. `None` means the client talks to this socket directly.
     pub via: Option<(SocketAddr, u32)>,
     pub state: SessionState,
     pub created: Instant,
     pub connected_at: Option<Instant>,
+    /// Last STUN binding request from the client (RFC 7675 consent).
+    pub last_consent: Instant,
+    /// Last datagram of any kind from the client.
+    pub last_heard: Instant,
     pub counters: SessionCounters,
     /// The instant this session is queued under in the worker's timer heap.
     pub next_timeout: Option<Instant>,
@@ -90,10 +99,14 @@ impl Session {
             pc: n.pc,
             candidate: n.candidate,
             client: None,
+            canonical: None,
+            pending_move: None,
             via: None,
             state: SessionState::Connecting,
             created: now,
             connected_at: None,
+            last_consent: now,
+            last_heard: now,
             counters: SessionCounters::default(),
             next_timeout: None,
             audio_sender: n.audio_sender,
@@ -158,7 +171,12 @@ impl Session {
             RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnClose(id))
                 if self.events_channel == Some(id) =>
             {
+                // Realtime clients close `oai-events` only when they hang up (the SDK's
+                // close() closes it, then the peer connection), and some stacks never send
+                // DTLS close_notify; treat it as the end of the call rather than wait for
+                // consent to expire.
                 self.events_channel = None;
+                self.state = SessionState::Closed;
             }
             _ => {}
         }

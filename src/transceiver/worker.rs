@@ -27,9 +27,6 @@ use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
 
-/// A call that has not completed ICE and DTLS by then is abandoned (the client went away
-/// between offer and connect, or cannot reach us).
-const SETUP_DEADLINE: Duration = Duration::from_secs(30);
 /// Wake at least this often to enforce deadlines and notice a stop request.
 const HOUSEKEEPING: Duration = Duration::from_millis(500);
 const MAX_DATAGRAM: usize = 2048;
@@ -50,6 +47,19 @@ pub(super) struct Worker {
     next_key: Key,
     send_buf: Vec<u8>,
     dropped_unknown: u64,
+    ended: super::EndCounters,
+    last_housekeeping: Instant,
+}
+
+/// Why a session is being removed.
+#[derive(Debug, Clone, Copy)]
+enum EndReason {
+    Hangup,
+    PeerClosed,
+    SetupTimeout,
+    ConsentExpired,
+    IdleTimeout,
+    Shutdown,
 }
 
 enum Wake {
@@ -81,6 +91,8 @@ impl Worker {
             next_key: 1,
             send_buf: Vec::with_capacity(MAX_DATAGRAM + LINK_HEADER_LEN),
             dropped_unknown: 0,
+            ended: Default::default(),
+            last_housekeeping: Instant::now(),
         }
     }
 
@@ -137,7 +149,7 @@ impl Worker {
             // Tell every client we are going, so they need not wait for consent to expire.
             let keys: Vec<Key> = self.sessions.keys().copied().collect();
             for k in keys {
-                self.end_session(socket.get_ref(), k);
+                self.end_session(socket.get_ref(), k, EndReason::Shutdown);
             }
         });
     }
@@ -154,11 +166,14 @@ impl Worker {
         if payload.is_empty() {
             return;
         }
+        let mut consent = false;
         let key = match classify(payload[0]) {
             PacketKind::Stun => match peek_binding_username(payload) {
-                Ok(u) => self
-                    .lookup_ufrag(u)
-                    .or_else(|| self.by_addr.get(&client).copied()),
+                Ok(u) => {
+                    let k = self.lookup_ufrag(u);
+                    consent = k.is_some();
+                    k.or_else(|| self.by_addr.get(&client).copied())
+                }
                 // Binding responses and indications belong to whoever owns the address.
                 Err(_) => self.by_addr.get(&client).copied(),
             },
@@ -172,20 +187,38 @@ impl Worker {
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
-        if s.client != Some(client) {
-            // First packet, or the client moved (NAT rebinding, ICE restart); ICE decides
-            // whether the new address is usable, we only make sure it reaches this session.
-            self.by_addr.insert(client, key);
-            s.client = Some(client);
+        // The stack always sees the client at the address it first came from, so ICE consent
+        // and the DTLS association (keyed by peer address) survive a NAT rebinding. Where we
+        // *send* moves only once the stack has accepted an authenticated binding request from
+        // the new address (see `flush`), so a forged packet cannot redirect the call.
+        let canonical = *s.canonical.get_or_insert(client);
+        match s.client {
+            None => {
+                self.by_addr.insert(client, key);
+                s.client = Some(client);
+            }
+            Some(current) if current != client => {
+                self.by_addr.insert(client, key);
+                if consent && payload.len() >= 20 {
+                    let mut txid = [0u8; 12];
+                    txid.copy_from_slice(&payload[8..20]);
+                    s.pending_move = Some((client, txid));
+                }
+            }
+            Some(_) => {}
         }
         s.via = via;
+        s.last_heard = now;
+        if consent {
+            s.last_consent = now;
+        }
         s.counters.packets_in += 1;
         s.counters.bytes_in += payload.len() as u64;
         let msg = TaggedBytesMut {
             now,
             transport: TransportContext {
                 local_addr: s.candidate,
-                peer_addr: client,
+                peer_addr: canonical,
                 ecn: None,
                 transport_protocol: TransportProtocol::UDP,
             },
@@ -218,7 +251,7 @@ impl Worker {
             }
         }
         if s.state == SessionState::Closed {
-            self.end_session(socket, key);
+            self.end_session(socket, key, EndReason::PeerClosed);
         }
     }
 
@@ -243,19 +276,46 @@ impl Worker {
         }
     }
 
+    /// Enforces the lifecycle deadlines; runs at most every [`HOUSEKEEPING`], so its O(calls)
+    /// scan is not paid per datagram.
     fn housekeeping(&mut self, socket: &UdpSocket) {
         let now = Instant::now();
-        let expired: Vec<Key> = self
+        if now.duration_since(self.last_housekeeping) < HOUSEKEEPING {
+            return;
+        }
+        self.last_housekeeping = now;
+        let l = self.cfg.lifecycle;
+        let expired: Vec<(Key, EndReason)> = self
             .sessions
             .iter()
-            .filter(|(_, s)| {
-                s.state == SessionState::Closed
-                    || (s.connected_at.is_none() && now.duration_since(s.created) > SETUP_DEADLINE)
+            .filter_map(|(k, s)| {
+                let reason = if s.state == SessionState::Closed {
+                    EndReason::PeerClosed
+                } else if s.connected_at.is_none()
+                    && now.duration_since(s.created) > l.setup_deadline
+                {
+                    EndReason::SetupTimeout
+                } else if s.connected_at.is_some()
+                    && now.duration_since(s.last_consent) > l.consent_timeout
+                {
+                    EndReason::ConsentExpired
+                } else if now.duration_since(s.last_heard) > l.idle_timeout {
+                    EndReason::IdleTimeout
+                } else {
+                    return None;
+                };
+                Some((*k, reason))
             })
-            .map(|(k, _)| *k)
             .collect();
-        for k in expired {
-            self.end_session(socket, k);
+        for (k, reason) in expired {
+            self.end_session(socket, k, reason);
+        }
+        // Entries of ended sessions are skipped on pop; drop them in bulk when they pile up.
+        if self.timers.len() > 4 * self.sessions.len() + 64 {
+            let sessions = &self.sessions;
+            self.timers.retain(|Reverse((t, k))| {
+                sessions.get(k).is_some_and(|s| s.next_timeout == Some(*t))
+            });
         }
     }
 
@@ -268,9 +328,20 @@ impl Worker {
             Command::Hangup { call_id, reply } => {
                 let key = self.by_call.get(&call_id).copied();
                 if let Some(k) = key {
-                    self.end_session(socket, k);
+                    self.end_session(socket, k, EndReason::Hangup);
                 }
                 let _ = reply.send(key.is_some());
+            }
+            Command::Stats { reply } => {
+                let _ = reply.send(super::WorkerStats {
+                    sessions: self.sessions.len(),
+                    ufrag_index: self.by_ufrag.len(),
+                    addr_index: self.by_addr.len(),
+                    call_index: self.by_call.len(),
+                    timers: self.timers.len(),
+                    dropped_unknown: self.dropped_unknown,
+                    ended: self.ended,
+                });
             }
             Command::List { reply } => {
                 let now = Instant::now();
@@ -303,7 +374,7 @@ impl Worker {
     ) -> Result<CreatedCall, peer::AnswerError> {
         let now = Instant::now();
         let ufrag = ufrag::mint(&self.cfg.route_keys, self.cfg.cluster, self.cfg.id, 0);
-        let call_id = format!("rtc_{}", hex::encode(rand::random::<[u8; 12]>()));
+        let call_id = super::call_id::mint(self.cfg.cluster, self.cfg.id);
         let answered = peer::answer(
             now,
             PeerParams {
@@ -351,10 +422,19 @@ impl Worker {
 
     /// Closes the peer connection (sending DTLS close_notify / SCTP ABORT to the client) and
     /// drops every index entry that points at the session.
-    fn end_session(&mut self, socket: &UdpSocket, key: Key) {
+    fn end_session(&mut self, socket: &UdpSocket, key: Key, reason: EndReason) {
         let Some(mut s) = self.sessions.remove(&key) else {
             return;
         };
+        let e = &mut self.ended;
+        match reason {
+            EndReason::Hangup => e.hangup += 1,
+            EndReason::PeerClosed => e.peer_closed += 1,
+            EndReason::SetupTimeout => e.setup_timeout += 1,
+            EndReason::ConsentExpired => e.consent_expired += 1,
+            EndReason::IdleTimeout => e.idle_timeout += 1,
+            EndReason::Shutdown => e.shutdown += 1,
+        }
         let _ = s.pc.close();
         flush(socket, &mut s, &mut self.send_buf);
         self.by_ufrag.remove(&s.ufrag);
@@ -362,7 +442,7 @@ impl Worker {
         self.by_addr.retain(|_, k| *k != key);
         self.live.store(self.sessions.len(), Ordering::Relaxed);
         log::info!(
-            "call {} ended after {:?} ({} packets in, {} out)",
+            "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",
             s.call_id,
             s.created.elapsed(),
             s.counters.packets_in,
@@ -371,11 +451,24 @@ impl Worker {
     }
 }
 
+/// A STUN Binding success response for transaction `txid`: the stack's proof that it verified
+/// the request (MESSAGE-INTEGRITY with our ICE password).
+fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
+    pkt.len() >= 20 && pkt[0] == 0x01 && pkt[1] == 0x01 && &pkt[8..20] == txid
+}
+
 /// Sends what the session queued: wrapped in the link header back to the relay it came
 /// through, or bare to a direct client. Send errors are dropped like any UDP loss.
 fn flush(socket: &UdpSocket, s: &mut Session, buf: &mut Vec<u8>) {
     while let Some(out) = s.pc.poll_write() {
-        let peer = out.transport.peer_addr;
+        if let Some((addr, txid)) = s.pending_move
+            && is_binding_success(&out.message, &txid)
+        {
+            log::info!("{}: client moved {:?} -> {addr}", s.call_id, s.client);
+            s.client = Some(addr);
+            s.pending_move = None;
+        }
+        let peer = s.client.unwrap_or(out.transport.peer_addr);
         s.counters.packets_out += 1;
         s.counters.bytes_out += out.message.len() as u64;
         let r = match s.via {

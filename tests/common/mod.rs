@@ -111,6 +111,8 @@ pub struct Client {
     pub dc: Arc<dyn DataChannel>,
     state_rx: mpsc::UnboundedReceiver<RTCPeerConnectionState>,
     pub rtp_rx: mpsc::UnboundedReceiver<Bytes>,
+    /// RTP sequence continues across rounds: SRTP replay protection drops repeats.
+    next_seq: u32,
 }
 
 fn opus() -> RTCRtpCodecParameters {
@@ -130,6 +132,15 @@ impl Client {
     /// Creates the offer (audio track + `oai-events` channel), posts it, applies the answer.
     /// Returns once the HTTP exchange is done; use [`Client::wait_connected`] next.
     pub async fn call(http: SocketAddr, path: &str) -> Client {
+        Self::call_with(http, path, |sdp| sdp.to_owned()).await
+    }
+
+    /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
+    pub async fn call_with(
+        http: SocketAddr,
+        path: &str,
+        rewrite: impl Fn(&str) -> String,
+    ) -> Client {
         let mut me = MediaEngine::default();
         me.register_codec(opus(), RtpCodecKind::Audio).unwrap();
         let (state_tx, state_rx) = mpsc::unbounded_channel();
@@ -186,7 +197,7 @@ impl Client {
         let offer = pc.local_description().await.unwrap();
         let response = http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await;
         assert_eq!(response.status, 201, "offer refused: {}", response.body);
-        let answer = RTCSessionDescription::answer(response.body.clone()).unwrap();
+        let answer = RTCSessionDescription::answer(rewrite(&response.body)).unwrap();
         pc.set_remote_description(answer).await.unwrap();
         Client {
             pc: Box::new(pc),
@@ -197,6 +208,7 @@ impl Client {
             dc,
             state_rx,
             rtp_rx,
+            next_seq: 0,
         }
     }
 
@@ -217,17 +229,39 @@ impl Client {
         }
     }
 
+    /// Waits until the client's peer connection leaves the connected state (closed, failed or
+    /// disconnected); returns the state it reached.
+    pub async fn wait_gone(&mut self, within: Duration) -> RTCPeerConnectionState {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let st = tokio::time::timeout_at(deadline, self.state_rx.recv())
+                .await
+                .expect("the call did not end on the client side")
+                .expect("state channel closed");
+            if matches!(
+                st,
+                RTCPeerConnectionState::Closed
+                    | RTCPeerConnectionState::Failed
+                    | RTCPeerConnectionState::Disconnected
+            ) {
+                return st;
+            }
+        }
+    }
+
     /// Sends `n` 20 ms frames tagged with `tag` and returns how many tagged frames came back.
     pub async fn echo_round(&mut self, tag: u8, n: u16) -> usize {
         for i in 0..n {
             let mut payload = vec![tag, (i >> 8) as u8, i as u8];
             payload.extend_from_slice(&[0x5a; 57]);
+            let seq = self.next_seq;
+            self.next_seq += 1;
             let pkt = rtc::rtp::Packet {
                 header: rtc::rtp::header::Header {
                     version: 2,
                     payload_type: 111,
-                    sequence_number: i,
-                    timestamp: u32::from(i) * 960,
+                    sequence_number: seq as u16,
+                    timestamp: seq.wrapping_mul(960),
                     ssrc: self.ssrc,
                     ..Default::default()
                 },
@@ -364,5 +398,103 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A userspace NAT between a test client and the media address: the client is told (by a
+/// rewritten answer) to send here, and the NAT forwards from a socket of its own. `rebind`
+/// moves to a new source port mid-call (NAT rebinding); `blackhole` drops everything (a client
+/// that vanished without saying goodbye).
+pub struct Nat {
+    pub addr: SocketAddr,
+    back: Arc<std::sync::Mutex<Arc<tokio::net::UdpSocket>>>,
+    front: Arc<tokio::net::UdpSocket>,
+    client: Arc<std::sync::Mutex<Option<SocketAddr>>>,
+    dropping: Arc<std::sync::atomic::AtomicBool>,
+    target: SocketAddr,
+}
+
+impl Nat {
+    pub async fn start(target: SocketAddr) -> Nat {
+        let front = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let back = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let nat = Nat {
+            addr: front.local_addr().unwrap(),
+            back: Arc::new(std::sync::Mutex::new(back.clone())),
+            front: front.clone(),
+            client: Arc::new(std::sync::Mutex::new(None)),
+            dropping: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            target,
+        };
+        let (b, c, d) = (nat.back.clone(), nat.client.clone(), nat.dropping.clone());
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 2048];
+            while let Ok((n, from)) = front.recv_from(&mut buf).await {
+                *c.lock().unwrap() = Some(from);
+                if d.load(std::sync::atomic::Ordering::Relaxed) {
+                    continue;
+                }
+                let sock = b.lock().unwrap().clone();
+                let _ = sock.send_to(&buf[..n], target).await;
+            }
+        });
+        nat.spawn_reader(back);
+        nat
+    }
+
+    fn spawn_reader(&self, back: Arc<tokio::net::UdpSocket>) {
+        let (front, c, d, current) = (
+            self.front.clone(),
+            self.client.clone(),
+            self.dropping.clone(),
+            self.back.clone(),
+        );
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 2048];
+            loop {
+                let Ok(Ok((n, _))) =
+                    tokio::time::timeout(Duration::from_millis(200), back.recv_from(&mut buf))
+                        .await
+                else {
+                    // Stop once this socket is no longer the NAT's current binding.
+                    if !Arc::ptr_eq(&current.lock().unwrap(), &back) {
+                        return;
+                    }
+                    continue;
+                };
+                let to = *c.lock().unwrap();
+                if let Some(to) = to
+                    && !d.load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    let _ = front.send_to(&buf[..n], to).await;
+                }
+            }
+        });
+    }
+
+    /// Continues from a new source port, as a NAT that lost its binding does.
+    pub async fn rebind(&self) -> SocketAddr {
+        let back = Arc::new(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let addr = back.local_addr().unwrap();
+        *self.back.lock().unwrap() = back.clone();
+        self.spawn_reader(back);
+        addr
+    }
+
+    pub fn blackhole(&self, on: bool) {
+        self.dropping
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn target(&self) -> SocketAddr {
+        self.target
+    }
+
+    /// Points an answer's candidate at the NAT instead of the media address.
+    pub fn rewrite_answer(&self, sdp: &str) -> String {
+        sdp.replace(
+            &format!("{} {} typ host", self.target.ip(), self.target.port()),
+            &format!("{} {} typ host", self.addr.ip(), self.addr.port()),
+        )
     }
 }

@@ -1,0 +1,114 @@
+//! Outgoing queues and the one place event ids and the `error` shape are made.
+
+use std::collections::VecDeque;
+
+use serde_json::{Map, Value, json};
+
+use super::Action;
+
+/// Server frames and media actions waiting to be polled.
+#[derive(Default)]
+pub(super) struct Outbox {
+    pub frames: VecDeque<String>,
+    pub actions: VecDeque<Action>,
+    next_event: u64,
+}
+
+impl Outbox {
+    /// Queues one server event. `body` is an object whose keys join `type` and `event_id`.
+    pub fn emit(&mut self, kind: &str, body: Value) {
+        self.next_event += 1;
+        let mut frame = Map::new();
+        frame.insert("type".into(), Value::from(kind));
+        frame.insert(
+            "event_id".into(),
+            Value::from(format!("event_{:06}", self.next_event)),
+        );
+        if let Value::Object(fields) = body {
+            frame.extend(fields);
+        }
+        self.frames.push_back(Value::Object(frame).to_string());
+    }
+
+    pub fn act(&mut self, action: Action) {
+        self.actions.push_back(action);
+    }
+
+    pub fn error(&mut self, e: ClientError) {
+        let body = json!({ "error": {
+            "type": e.kind,
+            "code": e.code,
+            "message": e.message,
+            "param": e.param,
+            "event_id": e.event_id,
+        }});
+        self.emit("error", body);
+    }
+}
+
+/// A refused client event. `event_id` is filled in by the dispatcher so that every error echoes
+/// the client's id: the SDK releases a pending `response.create` or history request only when
+/// `error.event_id` matches.
+#[derive(Debug, Clone)]
+pub(super) struct ClientError {
+    pub kind: &'static str,
+    pub code: &'static str,
+    pub message: String,
+    pub param: Option<String>,
+    pub event_id: Option<String>,
+}
+
+impl ClientError {
+    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+        ClientError {
+            kind: "invalid_request_error",
+            code,
+            message: message.into(),
+            param: None,
+            event_id: None,
+        }
+    }
+
+    pub fn param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
+    }
+
+    /// The wording the real service uses for absent fields.
+    pub fn missing(param: &str) -> Self {
+        ClientError::new(
+            "missing_required_parameter",
+            format!("Missing required parameter: '{param}'."),
+        )
+        .param(param)
+    }
+
+    pub fn invalid(param: &str, detail: impl std::fmt::Display) -> Self {
+        ClientError::new(
+            "invalid_value",
+            format!("Invalid value for '{param}': {detail}."),
+        )
+        .param(param)
+    }
+
+    pub fn wrong_type(param: &str, expected: &str) -> Self {
+        ClientError::new(
+            "invalid_type",
+            format!("Invalid type for '{param}': expected {expected}."),
+        )
+        .param(param)
+    }
+}
+
+/// `obj[key]` as a string, or the matching error.
+pub(super) fn required_str<'a>(
+    obj: &'a Map<String, Value>,
+    key: &str,
+    param: &str,
+) -> Result<&'a str, ClientError> {
+    match obj.get(key) {
+        None | Some(Value::Null) => Err(ClientError::missing(param)),
+        Some(Value::String(s)) => Ok(s),
+        Some(_) => Err(ClientError::wrong_type(param, "a string")),
+    }
+}

@@ -1,0 +1,190 @@
+//! One response's state and the wire objects built from it.
+//!
+//! Transcript pacing: the transcript is split into words, each owning an equal share of the
+//! audio length, and a word's delta is sent once its whole share has been played. So the
+//! deltas sent at any moment are exactly the words the caller has heard, which is also what a
+//! barge-in truncation keeps. Lengths: an echo knows its length exactly; a TTS reply is
+//! estimated at [`MS_PER_WORD`] until the media side reports the real length
+//! (`on_audio_length`); whatever remains is sent at `on_audio_done`.
+
+use serde_json::{Value, json};
+
+/// Speaking-rate estimate for pacing TTS text before its real length is known (150 wpm).
+pub(super) const MS_PER_WORD: u64 = 400;
+/// Bounds one reply's deltas and the text handed to the synthesizer.
+pub(super) const MAX_WORDS: usize = 1000;
+
+/// Per-response overrides from `response.create`, already validated.
+#[derive(Debug, Clone, Default)]
+pub(super) struct ResponseRequest {
+    pub instructions: Option<String>,
+    pub text_only: Option<bool>,
+    pub voice: Option<String>,
+    pub metadata: Option<Value>,
+    pub max_output_tokens: Option<Value>,
+    /// `conversation: "none"`: an out-of-band response whose item is not added.
+    pub out_of_band: bool,
+    /// `input`: the items an out-of-band response answers instead of the conversation.
+    pub input: Option<Vec<super::items::Item>>,
+}
+
+#[derive(Debug)]
+pub(super) struct ActiveResponse {
+    pub id: String,
+    pub item_id: String,
+    pub audio: bool,
+    pub in_conversation: bool,
+    pub words: Vec<String>,
+    /// Words whose deltas have been sent.
+    pub sent: usize,
+    pub total_ms: u64,
+    /// `total_ms` is the real length (echo, or reported), not the per-word estimate.
+    pub length_known: bool,
+    pub played_ms: u64,
+    /// The `response` object fields fixed at creation (`output_modalities`, `audio`, …).
+    pub shell: Value,
+    pub input_tokens: Value,
+}
+
+impl ActiveResponse {
+    pub fn transcript(&self) -> String {
+        self.words.join(" ")
+    }
+
+    pub fn transcript_so_far(&self) -> String {
+        self.words[..self.sent].join(" ")
+    }
+
+    /// The deltas due at `played_ms` (each word after the first carries its leading space, so
+    /// the deltas concatenate to the transcript exactly).
+    pub fn take_due(&mut self, all: bool) -> Vec<String> {
+        let due = if all {
+            self.words.len()
+        } else {
+            heard_words(&self.words, self.played_ms, self.total_ms)
+        };
+        let mut out = Vec::new();
+        while self.sent < due {
+            let w = &self.words[self.sent];
+            out.push(if self.sent == 0 {
+                w.clone()
+            } else {
+                format!(" {w}")
+            });
+            self.sent += 1;
+        }
+        out
+    }
+
+    /// The assistant message as it stands: completed with the full text, or incomplete with
+    /// what was sent.
+    pub fn item(&self, status: &str) -> Value {
+        let text = if status == "completed" {
+            self.transcript()
+        } else {
+            self.transcript_so_far()
+        };
+        let part = if self.audio {
+            json!({"type": "output_audio", "transcript": text})
+        } else {
+            json!({"type": "output_text", "text": text})
+        };
+        json!({
+            "id": self.item_id,
+            "object": "realtime.item",
+            "type": "message",
+            "role": "assistant",
+            "status": status,
+            "content": [part]
+        })
+    }
+
+    /// `part` of `response.content_part.*`: the SDK's enum accepts only `audio` and `text`.
+    pub fn part(&self, text: &str) -> Value {
+        if self.audio {
+            json!({"type": "audio", "transcript": text})
+        } else {
+            json!({"type": "text", "text": text})
+        }
+    }
+
+    pub fn locator(&self) -> Value {
+        json!({
+            "response_id": self.id,
+            "item_id": self.item_id,
+            "output_index": 0,
+            "content_index": 0
+        })
+    }
+
+    /// The `response` object for `response.created` (`output` empty, `usage` null) or
+    /// `response.done`.
+    pub fn object(&self, status: &str, reason: Option<&str>, output: Vec<Value>) -> Value {
+        let mut obj = self.shell.clone();
+        obj["status"] = Value::from(status);
+        obj["status_details"] = match reason {
+            Some(r) => json!({"type": status, "reason": r}),
+            None => Value::Null,
+        };
+        obj["output"] = Value::Array(output);
+        obj["usage"] = if status == "in_progress" {
+            Value::Null
+        } else {
+            self.usage()
+        };
+        obj
+    }
+
+    /// Token counts at the rates the service bills by (input audio ~10 tokens/s, output audio
+    /// ~20 tokens/s, text ~4 characters/token), so SDK usage accounting sees plausible numbers.
+    fn usage(&self) -> Value {
+        let text = self.transcript_so_far();
+        let text_tokens = (text.len() as u64).div_ceil(4);
+        let audio_tokens = if self.audio { self.played_ms / 50 } else { 0 };
+        let input = self.input_tokens["text_tokens"].as_u64().unwrap_or(0)
+            + self.input_tokens["audio_tokens"].as_u64().unwrap_or(0);
+        let output = text_tokens + audio_tokens;
+        json!({
+            "total_tokens": input + output,
+            "input_tokens": input,
+            "output_tokens": output,
+            "input_token_details": self.input_tokens,
+            "output_token_details": {"text_tokens": text_tokens, "audio_tokens": audio_tokens}
+        })
+    }
+}
+
+/// `input_token_details` for a response over this much context.
+pub(super) fn input_tokens(text_chars: u64, audio_ms: u64) -> Value {
+    json!({
+        "text_tokens": text_chars.div_ceil(4),
+        "audio_tokens": audio_ms / 100,
+        "image_tokens": 0,
+        "cached_tokens": 0,
+        "cached_tokens_details": {"text_tokens": 0, "audio_tokens": 0, "image_tokens": 0}
+    })
+}
+
+/// `rate_limits.updated` payload: fixed generous limits, since nothing is actually metered.
+pub(super) fn rate_limits(input_tokens: u64) -> Value {
+    json!({"rate_limits": [
+        {"name": "requests", "limit": 5000, "remaining": 4999, "reset_seconds": 0.012},
+        {"name": "tokens", "limit": 40000, "remaining": 40000u64.saturating_sub(input_tokens), "reset_seconds": 0.0}
+    ]})
+}
+
+/// Words of a reply, capped at [`MAX_WORDS`].
+pub(super) fn words(text: &str) -> Vec<String> {
+    text.split_whitespace()
+        .take(MAX_WORDS)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The words of `words` heard in `played_ms` of `total_ms` (the same rule as the deltas).
+pub(super) fn heard_words(words: &[String], played_ms: u64, total_ms: u64) -> usize {
+    if total_ms == 0 || played_ms >= total_ms {
+        return words.len();
+    }
+    ((played_ms.saturating_mul(words.len() as u64)) / total_ms) as usize
+}

@@ -1,0 +1,273 @@
+//! response.create / cancel / output_audio_buffer.clear, the models' replies, text modality.
+
+use serde_json::json;
+
+use super::{Harness, deltas, of_type, types};
+use crate::realtime::{Action, Speech};
+
+const TEXT_TURN: &[&str] = &[
+    "conversation.item.added",
+    "conversation.item.done",
+    "response.created",
+    "rate_limits.updated",
+    "response.output_item.added",
+    "conversation.item.added",
+    "response.content_part.added",
+    "output_audio_buffer.started",
+];
+
+#[test]
+fn tts_speaks_a_sent_message_with_deltas_that_match() {
+    let mut h = Harness::open("tts");
+    let text = "The quick brown fox jumps over the lazy dog";
+    let out = h.send_message(text, 1);
+    assert_eq!(types(&out), TEXT_TURN);
+    assert_eq!(
+        out[0]["item"]["content"],
+        json!([{"type": "input_text", "text": text}])
+    );
+    let (rid, speech) = h.take_speak().unwrap();
+    assert_eq!(speech, Speech::Text { text: text.into() });
+    // 9 words paced at 400 ms each until the real length is known.
+    h.c.on_audio_progress(&rid, 800);
+    assert_eq!(deltas(&h.frames()), "The quick");
+    // The synthesizer reports 9 s: now one word per second.
+    h.c.on_audio_length(&rid, 9000);
+    h.c.on_audio_progress(&rid, 4000);
+    let mut all = h.frames();
+    assert_eq!(deltas(&all), " brown fox");
+    h.c.on_audio_done(&rid);
+    all.extend(h.frames());
+    let done = of_type(&all, "response.done")[0];
+    assert_eq!(
+        done["response"]["output"][0]["content"][0]["transcript"],
+        text
+    );
+    assert_eq!(
+        of_type(&all, "response.output_audio_transcript.done")[0]["transcript"],
+        text
+    );
+    assert_eq!(
+        format!("The quick brown fox{}", deltas(&all[2..])),
+        text,
+        "all deltas arrive by on_audio_done"
+    );
+    assert_eq!(types(&all).last(), Some(&"output_audio_buffer.stopped"));
+}
+
+#[test]
+fn echo_answers_text_with_you_said() {
+    let mut h = Harness::open("echo");
+    h.send_message("  hi   there ", 1);
+    let (rid, speech) = h.take_speak().unwrap();
+    assert_eq!(
+        speech,
+        Speech::Text {
+            text: "You said: hi there".into()
+        }
+    );
+    h.c.on_audio_done(&rid);
+    let out = h.frames();
+    assert_eq!(deltas(&out), "You said: hi there");
+}
+
+#[test]
+fn tts_speaks_response_instructions_when_nothing_new_was_said() {
+    let mut h = Harness::open("tts");
+    let out = h.send(
+        json!({"type": "response.create", "response": {"instructions": "Welcome to voice edge."}}),
+    );
+    assert_eq!(types(&out)[0], "response.created");
+    let (rid, speech) = h.take_speak().unwrap();
+    assert_eq!(
+        speech,
+        Speech::Text {
+            text: "Welcome to voice edge.".into()
+        }
+    );
+    h.c.on_audio_done(&rid);
+    h.frames();
+    // An already answered message is not spoken twice; bare response.create still answers.
+    h.send(json!({"type": "response.create"}));
+    let (_, speech) = h.take_speak().unwrap();
+    assert_eq!(
+        speech,
+        Speech::Text {
+            text: "There is nothing new for me to answer.".into()
+        }
+    );
+}
+
+#[test]
+fn response_create_is_always_answered() {
+    let mut h = Harness::open("tts");
+    h.send_message("first", 1);
+    let (rid, _) = h.take_speak().unwrap();
+    // Busy: refused with the client's event_id, so the SDK's queue is released.
+    let e = h.expect_error(
+        json!({"type": "response.create", "event_id": "agents_js_response_create_2"}),
+    );
+    assert_eq!(e["code"], "conversation_already_has_active_response");
+    // Invalid: also answered with an echo.
+    h.c.on_audio_done(&rid);
+    h.frames();
+    let e = h.expect_error(json!({"type": "response.create", "event_id": "bad", "response": {"output_modalities": ["audio", "text"]}}));
+    assert_eq!(e["param"], "response.output_modalities");
+    let e = h.expect_error(json!({"type": "response.create", "event_id": "bad2", "response": {"conversation": "other"}}));
+    assert_eq!(e["param"], "response.conversation");
+    // Idle again: a new response is created.
+    let out = h.send(json!({"type": "response.create", "event_id": "agents_js_response_create_3", "response": {"metadata": {"topic": "x"}}}));
+    assert_eq!(out[0]["response"]["metadata"], json!({"topic": "x"}));
+}
+
+#[test]
+fn response_cancel_then_clear_gives_one_response_done() {
+    let mut h = Harness::open("echo");
+    let (_, speak) = h.vad_turn(0, 2000);
+    let (rid, _) = speak.unwrap();
+    h.c.on_audio_progress(&rid, 800);
+    h.frames();
+    // The SDK's interrupt(): response.cancel, then output_audio_buffer.clear.
+    let out = h.send(json!({"type": "response.cancel"}));
+    assert_eq!(
+        h.actions(),
+        [Action::StopAudio {
+            response_id: rid.clone()
+        }]
+    );
+    assert_eq!(
+        types(&out),
+        [
+            "response.output_audio.done",
+            "response.output_audio_transcript.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "conversation.item.done",
+            "response.done",
+            "output_audio_buffer.cleared",
+        ]
+    );
+    let r = &out[5]["response"];
+    assert_eq!(r["status"], "cancelled");
+    assert_eq!(r["status_details"]["reason"], "client_cancelled");
+    let out = h.send(json!({"type": "output_audio_buffer.clear"}));
+    assert_eq!(types(&out), ["output_audio_buffer.cleared"]);
+    assert_eq!(out[0]["response_id"], rid.as_str());
+    assert!(h.actions().is_empty());
+    let e = h.expect_error(json!({"type": "response.cancel", "event_id": "again"}));
+    assert_eq!(e["code"], "response_cancel_not_active");
+    // Still usable.
+    let out = h.send(json!({"type": "response.create"}));
+    assert_eq!(types(&out)[0], "response.created");
+}
+
+#[test]
+fn clear_then_cancel_gives_one_response_done() {
+    let mut h = Harness::open("tts");
+    h.send_message("stop me", 1);
+    let (rid, _) = h.take_speak().unwrap();
+    let out = h.send(json!({"type": "output_audio_buffer.clear"}));
+    assert_eq!(
+        h.actions(),
+        [Action::StopAudio {
+            response_id: rid.clone()
+        }]
+    );
+    assert_eq!(of_type(&out, "response.done").len(), 1);
+    assert_eq!(types(&out).last(), Some(&"output_audio_buffer.cleared"));
+    let e =
+        h.expect_error(json!({"type": "response.cancel", "event_id": "late", "response_id": rid}));
+    assert_eq!(e["code"], "response_cancel_not_active");
+    h.c.on_audio_done(&rid);
+    assert!(h.frames().is_empty());
+}
+
+#[test]
+fn cancel_of_another_response_id_is_refused() {
+    let mut h = Harness::open("tts");
+    h.send_message("hello", 1);
+    let (rid, _) = h.take_speak().unwrap();
+    let e = h.expect_error(
+        json!({"type": "response.cancel", "event_id": "x", "response_id": "resp_nope"}),
+    );
+    assert_eq!(e["code"], "response_cancel_not_active");
+    assert_eq!(h.c.active_response(), Some(rid.as_str()));
+    // With nothing ever played, a clear is still acknowledged.
+    let mut fresh = Harness::open("echo");
+    let out = fresh.send(json!({"type": "output_audio_buffer.clear"}));
+    assert_eq!(types(&out), ["output_audio_buffer.cleared"]);
+    assert!(out[0]["response_id"].is_null());
+}
+
+#[test]
+fn text_modality_completes_at_once_without_audio() {
+    let mut h = Harness::open("tts");
+    h.send(json!({"type": "session.update", "session": {"output_modalities": ["text"]}}));
+    let out = h.send_message("just text please", 1);
+    assert!(h.actions().is_empty(), "no Speak for text");
+    assert_eq!(
+        types(&out),
+        [
+            "conversation.item.added",
+            "conversation.item.done",
+            "response.created",
+            "rate_limits.updated",
+            "response.output_item.added",
+            "conversation.item.added",
+            "response.content_part.added",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.delta",
+            "response.output_text.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "conversation.item.done",
+            "response.done",
+        ]
+    );
+    assert_eq!(out[6]["part"], json!({"type": "text", "text": ""}));
+    assert_eq!(deltas(&out), "just text please");
+    assert_eq!(out[10]["text"], "just text please");
+    let r = &out[14]["response"];
+    assert_eq!(r["output_modalities"], json!(["text"]));
+    assert_eq!(
+        r["output"][0]["content"],
+        json!([{"type": "output_text", "text": "just text please"}])
+    );
+    assert_eq!(r["usage"]["output_token_details"]["audio_tokens"], 0);
+    assert_eq!(h.c.active_response(), None);
+    // A per-response override back to audio speaks.
+    h.send(json!({"type": "response.create", "response": {"output_modalities": ["audio"]}}));
+    assert!(h.take_speak().is_some());
+}
+
+#[test]
+fn text_override_on_an_audio_session() {
+    let mut h = Harness::open("echo");
+    let (_, speak) = h.vad_turn(0, 1000);
+    let (rid, _) = speak.unwrap();
+    h.c.on_audio_done(&rid);
+    h.frames();
+    h.send(json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and in text?"}]}}));
+    let out =
+        h.send(json!({"type": "response.create", "response": {"output_modalities": ["text"]}}));
+    assert!(of_type(&out, "output_audio_buffer.started").is_empty());
+    assert_eq!(deltas(&out), "You said: and in text?");
+    assert_eq!(of_type(&out, "response.done").len(), 1);
+}
+
+#[test]
+fn out_of_band_response_stays_out_of_the_conversation() {
+    let mut h = Harness::open("tts");
+    let out = h.send(json!({"type": "response.create", "response": {
+        "conversation": "none", "output_modalities": ["text"],
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "classify this"}]}]
+    }}));
+    assert!(out[0]["response"]["conversation_id"].is_null());
+    assert!(of_type(&out, "conversation.item.added").is_empty());
+    assert!(of_type(&out, "conversation.item.done").is_empty());
+    assert_eq!(deltas(&out), "classify this");
+    assert!(h.c.item_ids().is_empty());
+    let e = h.expect_error(json!({"type": "response.create", "event_id": "ref", "response": {"input": [{"type": "item_reference", "id": "item_missing"}]}}));
+    assert_eq!(e["code"], "item_not_found");
+}

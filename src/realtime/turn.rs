@@ -1,0 +1,335 @@
+//! The response lifecycle, in the order of REALTIME.md §4: `response.created`,
+//! `rate_limits.updated`, the assistant item and content part, `Speak` + `output_audio_buffer.started`,
+//! transcript deltas paced by playback, then on `on_audio_done` the `.done` events, `response.done`
+//! and `output_audio_buffer.stopped`. A cancelled response (client cancel, clear, barge-in) sends
+//! the same `.done` events with what was heard, status `incomplete`/`cancelled`, so every
+//! `response.created` is followed by exactly one `response.done`.
+
+use serde_json::{Value, json};
+
+use super::items::{Item, Origin, assistant_item};
+use super::replies::{Prompt, choose, transcript};
+use super::response::{
+    ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
+};
+use super::{Action, Conversation, Speech};
+
+/// What a cancellation stopped, for the events that follow it.
+pub(super) struct Stopped {
+    pub item_id: String,
+    pub played_ms: u64,
+    pub in_conversation: bool,
+}
+
+impl Conversation {
+    /// Audio of `response_id` sent so far; releases the transcript deltas heard by now.
+    pub fn on_audio_progress(&mut self, response_id: &str, played_ms: u64) {
+        let Some(r) = self
+            .active
+            .as_mut()
+            .filter(|r| r.id == response_id && r.audio)
+        else {
+            return;
+        };
+        r.played_ms = r.played_ms.max(played_ms);
+        self.send_due_deltas(false);
+    }
+
+    /// The real length of `response_id`'s audio, once the media side knows it (a TTS render);
+    /// replaces the 400 ms-per-word estimate used for pacing.
+    pub fn on_audio_length(&mut self, response_id: &str, total_ms: u64) {
+        let Some(r) = self
+            .active
+            .as_mut()
+            .filter(|r| r.id == response_id && r.audio)
+        else {
+            return;
+        };
+        r.total_ms = total_ms;
+        r.length_known = true;
+        self.send_due_deltas(false);
+    }
+
+    /// All audio of `response_id` has been sent: the response completes. Ignored for a
+    /// response that was already stopped.
+    pub fn on_audio_done(&mut self, response_id: &str) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|r| r.id == response_id && r.audio)
+        {
+            self.complete_active();
+            self.after_response();
+        }
+    }
+
+    /// Opens a response (the caller has checked none is active): the `.created`/`.added`
+    /// events, then `Speak` for audio, or the whole text response at once.
+    pub(super) fn start_response(&mut self, req: ResponseRequest) {
+        let (r, speech) = self.plan_response(&req);
+        let (id, item_id, audio) = (r.id.clone(), r.item_id.clone(), r.audio);
+        let in_conversation = r.in_conversation;
+        let body = json!({ "response": r.object("in_progress", None, Vec::new()) });
+        self.out.emit("response.created", body);
+        let used = r.input_tokens["text_tokens"].as_u64().unwrap_or(0)
+            + r.input_tokens["audio_tokens"].as_u64().unwrap_or(0);
+        self.out.emit("rate_limits.updated", rate_limits(used));
+        let item = assistant_item(&item_id);
+        self.out.emit(
+            "response.output_item.added",
+            json!({ "response_id": id, "output_index": 0, "item": item.value }),
+        );
+        if in_conversation {
+            let value = item.value.clone();
+            let previous = self.items.push(item);
+            self.out.emit(
+                "conversation.item.added",
+                json!({ "previous_item_id": previous, "item": value }),
+            );
+        }
+        let mut part = r.locator();
+        part["part"] = r.part("");
+        self.out.emit("response.content_part.added", part);
+        self.last_response_id = Some(id.clone());
+        self.active = Some(r);
+        self.sync_item("in_progress");
+        if audio {
+            self.audio_produced = true;
+            self.out.act(Action::Speak {
+                response_id: id.clone(),
+                item_id,
+                speech,
+            });
+            self.out
+                .emit("output_audio_buffer.started", json!({ "response_id": id }));
+            self.send_due_deltas(false);
+        } else {
+            // Text needs no playback: the whole response is produced at once.
+            self.complete_active();
+            self.after_response();
+        }
+    }
+
+    /// Decides what the response says and fixes its ids and `response` object fields.
+    fn plan_response(&mut self, req: &ResponseRequest) -> (ActiveResponse, Speech) {
+        let speech = {
+            let prompt_item: Option<&Item> = match &req.input {
+                Some(input) => input.iter().rev().find(|i| i.role() == Some("user")),
+                None => self.unanswered_user_item(),
+            };
+            let prompt = match prompt_item {
+                Some(item) => Prompt::User(item),
+                None => Prompt::Instructions(req.instructions.as_deref()),
+            };
+            choose(self.behaviour, prompt)
+        };
+        let words = words(&transcript(&speech));
+        let (speech, total_ms, length_known) = match speech {
+            Speech::EchoInput {
+                audio_start_ms,
+                audio_end_ms,
+                ..
+            } => (speech, audio_end_ms - audio_start_ms, true),
+            Speech::Text { .. } => (
+                Speech::Text {
+                    text: words.join(" "),
+                },
+                words.len() as u64 * MS_PER_WORD,
+                false,
+            ),
+        };
+        let audio = !req
+            .text_only
+            .unwrap_or(self.config["output_modalities"][0] == "text");
+        let in_conversation = !req.out_of_band;
+        let id = self.new_id("resp");
+        let item_id = self.new_id("item");
+        let output = &self.config["audio"]["output"];
+        let voice = req.voice.clone().unwrap_or_else(|| self.voice().to_owned());
+        let shell = json!({
+            "id": id,
+            "object": "realtime.response",
+            "conversation_id": if in_conversation { Value::from(self.conversation_id.as_str()) } else { Value::Null },
+            "output_modalities": [if audio { "audio" } else { "text" }],
+            "max_output_tokens": req.max_output_tokens.clone().unwrap_or_else(|| self.config["max_output_tokens"].clone()),
+            "audio": {"output": {"format": output["format"].clone(), "voice": voice}},
+            "metadata": req.metadata.clone().unwrap_or(Value::Null),
+        });
+        let input_tokens = self.context_tokens(req.instructions.as_deref());
+        let r = ActiveResponse {
+            id,
+            item_id,
+            audio,
+            in_conversation,
+            words,
+            sent: 0,
+            total_ms,
+            length_known,
+            played_ms: 0,
+            shell,
+            input_tokens,
+        };
+        (r, speech)
+    }
+
+    /// The latest user message with no assistant message after it.
+    fn unanswered_user_item(&self) -> Option<&Item> {
+        self.items
+            .iter_rev()
+            .filter_map(|i| i.role().map(|role| (role, i)))
+            .find(|(role, _)| *role != "system")
+            .and_then(|(role, i)| (role == "user").then_some(i))
+    }
+
+    /// Input token details over the conversation (text by characters, audio by duration).
+    fn context_tokens(&self, extra_instructions: Option<&str>) -> Value {
+        let mut chars = self.config["instructions"].as_str().map_or(0, str::len) as u64;
+        chars += extra_instructions.map_or(0, str::len) as u64;
+        let mut audio_ms = 0u64;
+        for item in self.items.iter_rev() {
+            match &item.origin {
+                Origin::Input { start_ms, end_ms } | Origin::Idle { start_ms, end_ms } => {
+                    audio_ms += end_ms - start_ms;
+                }
+                Origin::Appended { ms } => audio_ms += ms,
+                Origin::Assistant { audio_ms: ms, .. } => audio_ms += ms,
+                Origin::Client => chars += item.text().map_or(0, |t| t.len()) as u64,
+            }
+        }
+        input_tokens(chars, audio_ms)
+    }
+
+    fn send_due_deltas(&mut self, all: bool) {
+        let Some(r) = self.active.as_mut() else {
+            return;
+        };
+        let deltas = r.take_due(all);
+        if deltas.is_empty() {
+            return;
+        }
+        let kind = if r.audio {
+            "response.output_audio_transcript.delta"
+        } else {
+            "response.output_text.delta"
+        };
+        let locator = r.locator();
+        for delta in deltas {
+            let mut body = locator.clone();
+            body["delta"] = Value::from(delta);
+            self.out.emit(kind, body);
+        }
+        self.sync_item("in_progress");
+    }
+
+    /// Keeps the stored assistant item equal to what the client has seen, so a retrieve
+    /// mid-response or after a cancel shows the same text.
+    fn sync_item(&mut self, status: &str) {
+        let Some(r) = self.active.as_ref().filter(|r| r.in_conversation) else {
+            return;
+        };
+        let value = r.item(status);
+        let origin = Origin::Assistant {
+            words: r.words[..r.sent].to_vec(),
+            audio_ms: r.played_ms,
+        };
+        if let Some(stored) = self.items.get_mut(&r.item_id) {
+            stored.value = value;
+            stored.origin = origin;
+        }
+    }
+
+    /// The `.done` events for text/audio, part, item and response. `reason` = cancelled.
+    fn finish(&mut self, reason: Option<&str>) {
+        let (status, item_status) = match reason {
+            None => ("completed", "completed"),
+            Some(_) => ("cancelled", "incomplete"),
+        };
+        if reason.is_none() {
+            self.send_due_deltas(true);
+        }
+        let Some(r) = self.active.as_ref() else {
+            return;
+        };
+        let text = r.transcript_so_far();
+        let locator = r.locator();
+        let mut done = locator.clone();
+        if r.audio {
+            self.out.emit("response.output_audio.done", locator.clone());
+            done["transcript"] = Value::from(text.as_str());
+            self.out.emit("response.output_audio_transcript.done", done);
+        } else {
+            done["text"] = Value::from(text.as_str());
+            self.out.emit("response.output_text.done", done);
+        }
+        let mut part = locator;
+        part["part"] = r.part(&text);
+        self.out.emit("response.content_part.done", part);
+        let item = r.item(item_status);
+        self.out.emit(
+            "response.output_item.done",
+            json!({ "response_id": r.id, "output_index": 0, "item": item }),
+        );
+        let response = r.object(status, reason, vec![item.clone()]);
+        let (id, audio, in_conversation, item_id) =
+            (r.id.clone(), r.audio, r.in_conversation, r.item_id.clone());
+        if in_conversation {
+            self.sync_item(item_status);
+            let previous = self.items.previous_of(&item_id);
+            // The item may have been dropped by the cap meanwhile; the event still closes it.
+            self.out.emit(
+                "conversation.item.done",
+                json!({ "previous_item_id": previous, "item": item }),
+            );
+        }
+        self.out
+            .emit("response.done", json!({ "response": response }));
+        self.active = None;
+        if audio && reason.is_none() {
+            self.out
+                .emit("output_audio_buffer.stopped", json!({ "response_id": id }));
+        }
+    }
+
+    fn complete_active(&mut self) {
+        if let Some(r) = self.active.as_mut() {
+            // The audio is all out: usage and later truncation use its full length.
+            if r.length_known {
+                r.played_ms = r.played_ms.max(r.total_ms);
+            } else if r.played_ms == 0 {
+                r.played_ms = r.total_ms;
+            }
+        }
+        self.finish(None);
+    }
+
+    /// Stops and cancels the active response: `StopAudio`, the cancelled `.done` events, then
+    /// `output_audio_buffer.cleared` for audio, since its buffer was dropped rather than drained
+    /// (every `output_audio_buffer.started` ends with exactly one `stopped` or `cleared`).
+    pub(super) fn cancel_and_clear(&mut self, reason: &str) -> Option<Stopped> {
+        let r = self.active.as_ref()?;
+        let stopped = Stopped {
+            item_id: r.item_id.clone(),
+            played_ms: r.played_ms,
+            in_conversation: r.in_conversation,
+        };
+        let (id, audio) = (r.id.clone(), r.audio);
+        if audio {
+            self.out.act(Action::StopAudio {
+                response_id: id.clone(),
+            });
+        }
+        self.finish(Some(reason));
+        if audio {
+            self.out
+                .emit("output_audio_buffer.cleared", json!({ "response_id": id }));
+        }
+        Some(stopped)
+    }
+
+    /// Starts a VAD turn's response that had to wait for the previous one.
+    pub(super) fn after_response(&mut self) {
+        if self.active.is_none() && std::mem::take(&mut self.auto_response_queued) {
+            self.start_response(ResponseRequest::default());
+        }
+    }
+}

@@ -1,0 +1,172 @@
+//! The caller side of a turn: VAD edges from the media side become `speech_started`,
+//! `speech_stopped`, a committed user item and (with `create_response`) a response; speech
+//! during output interrupts it (barge-in).
+
+use serde_json::json;
+
+use super::Conversation;
+use super::input::OpenSpeech;
+use super::items::{Origin, user_audio_item};
+use super::replies::seconds;
+
+impl Conversation {
+    /// Optional: how much caller audio has arrived (ms since call start). It lets a manual
+    /// `input_audio_buffer.commit` take audio that VAD has not closed, as the service's buffer
+    /// would; without it, commits are bounded by VAD edges alone.
+    pub fn on_input_audio(&mut self, input_ms: u64) {
+        self.input.heard(input_ms);
+    }
+
+    /// Server VAD detected speech; `audio_start_ms` includes the prefix padding.
+    pub fn on_speech_started(&mut self, audio_start_ms: u64) {
+        self.input.heard(audio_start_ms);
+        if self.input.open.is_some() {
+            return;
+        }
+        let Some(td) = self.turn_detection() else {
+            self.input.open = Some(OpenSpeech {
+                item_id: None,
+                start_ms: audio_start_ms,
+            });
+            return;
+        };
+        // The id of the user item that will be created when speech stops.
+        let item_id = self.new_id("item");
+        self.input.open = Some(OpenSpeech {
+            item_id: Some(item_id.clone()),
+            start_ms: audio_start_ms,
+        });
+        self.out.emit(
+            "input_audio_buffer.speech_started",
+            json!({ "item_id": item_id, "audio_start_ms": audio_start_ms }),
+        );
+        if td.interrupt_response && self.active.as_ref().is_some_and(|r| r.audio) {
+            self.barge_in();
+        }
+    }
+
+    /// Server VAD detected the end of speech.
+    pub fn on_speech_stopped(&mut self, audio_end_ms: u64) {
+        self.input.heard(audio_end_ms);
+        let Some(open) = self.input.open.take() else {
+            return;
+        };
+        let start_ms = open.start_ms;
+        let end_ms = audio_end_ms.max(start_ms);
+        let Some(item_id) = open.item_id else {
+            // Turn detection is off: only remember the speech for a manual commit.
+            let first = self.input.closed.map_or(start_ms, |(s, _)| s);
+            self.input.closed = Some((first, end_ms));
+            return;
+        };
+        self.out.emit(
+            "input_audio_buffer.speech_stopped",
+            json!({ "item_id": item_id, "audio_end_ms": end_ms }),
+        );
+        self.input.committed_upto = end_ms;
+        self.input.closed = None;
+        self.input.appended_ms = 0;
+        self.commit_user_audio(item_id, Origin::Input { start_ms, end_ms });
+        if self.turn_detection().is_some_and(|t| t.create_response) {
+            self.request_auto_response();
+        }
+    }
+
+    /// The media side's idle timer (`turn_detection.idle_timeout_ms`) fired with no speech
+    /// since the last response: the silent span is committed and answered, as the service
+    /// documents. Ignored while speech or a response is in progress, or with VAD off.
+    pub fn on_idle_timeout(&mut self, audio_start_ms: u64, audio_end_ms: u64) {
+        if self.turn_detection().is_none() || self.input.open.is_some() || self.active.is_some() {
+            return;
+        }
+        self.input.heard(audio_end_ms);
+        let end_ms = audio_end_ms.max(audio_start_ms);
+        let item_id = self.new_id("item");
+        self.out.emit(
+            "input_audio_buffer.timeout_triggered",
+            json!({ "item_id": item_id, "audio_start_ms": audio_start_ms, "audio_end_ms": end_ms }),
+        );
+        self.input.committed_upto = end_ms;
+        self.input.closed = None;
+        self.commit_user_audio(
+            item_id,
+            Origin::Idle {
+                start_ms: audio_start_ms,
+                end_ms,
+            },
+        );
+        self.request_auto_response();
+    }
+
+    /// `committed`, then the user item (`added`, `done`), then its transcription if enabled.
+    pub(super) fn commit_user_audio(&mut self, item_id: String, origin: Origin) {
+        let item = user_audio_item(&item_id, origin);
+        let value = item.value.clone();
+        let previous = self.items.push(item);
+        self.out.emit(
+            "input_audio_buffer.committed",
+            json!({ "item_id": item_id, "previous_item_id": previous }),
+        );
+        let body = json!({ "previous_item_id": previous, "item": value });
+        self.out.emit("conversation.item.added", body.clone());
+        self.out.emit("conversation.item.done", body);
+        self.transcribe(&item_id);
+    }
+
+    /// With `audio.input.transcription` set, the item gets a transcript. There is no
+    /// recognizer, so it says so in a bracketed note ("[speech, 2.4 s]"), never invented words;
+    /// the SDK then retrieves the item and shows the note in its history.
+    fn transcribe(&mut self, item_id: &str) {
+        if !self.config["audio"]["input"]["transcription"].is_object() {
+            return;
+        }
+        let Some(item) = self.items.get_mut(item_id) else {
+            return;
+        };
+        let (what, ms) = match item.origin {
+            Origin::Input { start_ms, end_ms } => ("speech", end_ms - start_ms),
+            Origin::Idle { start_ms, end_ms } => ("silence", end_ms - start_ms),
+            Origin::Appended { ms } => ("audio", ms),
+            _ => return,
+        };
+        let transcript = format!("[{what}, {} s]", seconds(ms));
+        item.value["content"][0]["transcript"] = json!(transcript);
+        self.out.emit(
+            "conversation.item.input_audio_transcription.completed",
+            json!({
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": transcript,
+                "usage": {"type": "duration", "seconds": ms as f64 / 1000.0}
+            }),
+        );
+    }
+
+    fn request_auto_response(&mut self) {
+        if self.active.is_some() {
+            self.auto_response_queued = true;
+        } else {
+            self.start_response(Default::default());
+        }
+    }
+
+    /// Speech during output with `interrupt_response`: stop the audio, cancel the response
+    /// (`turn_detected`), report the cleared buffer and the truncation to what was played.
+    fn barge_in(&mut self) {
+        let Some(stopped) = self.cancel_and_clear("turn_detected") else {
+            return;
+        };
+        if stopped.in_conversation {
+            self.out.emit(
+                "conversation.item.truncated",
+                json!({
+                    "item_id": stopped.item_id,
+                    "content_index": 0,
+                    "audio_end_ms": stopped.played_ms
+                }),
+            );
+        }
+        // The caller is talking again; their new turn gets the next response.
+        self.auto_response_queued = false;
+    }
+}

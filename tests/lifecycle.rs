@@ -1,0 +1,242 @@
+//! Session lifecycle with real peers: every way a call can end releases all of its state, and
+//! a client that moves (NAT rebinding) or a transceiver that drains keeps calls alive.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, Nat, http_post};
+use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::transceiver::{Lifecycle, WorkerStats};
+
+async fn start(lifecycle: Lifecycle) -> Running {
+    let _ = env_logger::builder().is_test(true).try_init();
+    allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        lifecycle,
+        ..Default::default()
+    })
+    .await
+    .unwrap()
+}
+
+async fn totals(server: &Running) -> WorkerStats {
+    let mut t = WorkerStats::default();
+    for h in &server.transceivers {
+        let s = h.stats().await;
+        t.sessions += s.sessions;
+        t.ufrag_index += s.ufrag_index;
+        t.addr_index += s.addr_index;
+        t.call_index += s.call_index;
+        t.ended.hangup += s.ended.hangup;
+        t.ended.peer_closed += s.ended.peer_closed;
+        t.ended.setup_timeout += s.ended.setup_timeout;
+        t.ended.consent_expired += s.ended.consent_expired;
+        t.ended.idle_timeout += s.ended.idle_timeout;
+    }
+    t
+}
+
+/// Polls until no session, index entry or live-call count remains, or fails.
+async fn assert_nothing_left(server: &Running, within: Duration) -> WorkerStats {
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        let t = totals(server).await;
+        let live: usize = server.transceivers.iter().map(|h| h.live_calls()).sum();
+        if t.sessions + t.ufrag_index + t.addr_index + t.call_index + live == 0 {
+            return t;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "state left behind: {t:?}, live {live}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn call_id(c: &Client) -> String {
+    c.response.headers["location"]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hangup_by_api_ends_the_call_and_releases_everything() {
+    let server = start(Lifecycle::default()).await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(c.echo_round(0x11, 10).await >= 9);
+    let r = http_post(
+        server.http_addr,
+        &format!("/v1/realtime/calls/{}/hangup", call_id(&c)),
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    // The client is told (DTLS close_notify / SCTP abort), not left to time out.
+    c.wait_gone(Duration::from_secs(5)).await;
+    let t = assert_nothing_left(&server, Duration::from_secs(2)).await;
+    assert_eq!(t.ended.hangup, 1);
+    // A second hangup of the same call is a clear 404.
+    let r = http_post(
+        server.http_addr,
+        &format!("/v1/realtime/calls/{}/hangup", call_id(&c)),
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 404);
+    assert!(r.body.contains("call_not_found"), "{}", r.body);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_closing_its_peer_connection_ends_the_call() {
+    let server = start(Lifecycle::default()).await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(c.echo_round(0x12, 10).await >= 9);
+    // What the Realtime SDK's close() does: the events channel, then the peer connection.
+    c.dc.close().await.unwrap();
+    c.pc.close().await.unwrap();
+    let t = assert_nothing_left(&server, Duration::from_secs(5)).await;
+    assert_eq!(t.ended.peer_closed, 1, "{t:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_offer_never_followed_by_ice_expires_at_the_setup_deadline() {
+    let server = start(Lifecycle {
+        setup_deadline: Duration::from_secs(1),
+        ..Default::default()
+    })
+    .await;
+    // The client disappears right after signaling: its answer points nowhere.
+    let c = Client::call_with(server.http_addr, "/v1/realtime/calls", |sdp| {
+        sdp.lines()
+            .filter(|l| !l.starts_with("a=candidate"))
+            .map(|l| format!("{l}\r\n"))
+            .collect()
+    })
+    .await;
+    assert_eq!(totals(&server).await.sessions, 1);
+    let t = assert_nothing_left(&server, Duration::from_secs(4)).await;
+    assert_eq!(t.ended.setup_timeout, 1, "{t:?}");
+    drop(c);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_vanishes_loses_consent_and_the_call_is_closed() {
+    let server = start(Lifecycle {
+        consent_timeout: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    let nat = Nat::start(server.media_addr).await;
+    let mut c = Client::call_with(server.http_addr, "/v1/realtime/calls", |sdp| {
+        nat.rewrite_answer(sdp)
+    })
+    .await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(c.echo_round(0x13, 10).await >= 9);
+    nat.blackhole(true);
+    let t = assert_nothing_left(&server, Duration::from_secs(6)).await;
+    assert_eq!(t.ended.consent_expired, 1, "{t:?}");
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nat_rebinding_moves_the_call_to_the_new_address() {
+    let server = start(Lifecycle::default()).await;
+    let nat = Nat::start(server.media_addr).await;
+    let mut c = Client::call_with(server.http_addr, "/v1/realtime/calls", |sdp| {
+        nat.rewrite_answer(sdp)
+    })
+    .await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(c.echo_round(0x14, 10).await >= 9);
+    let before = server.relay().counters().flows_created;
+    let new_addr = nat.rebind().await;
+    // Media from the new port is unknown to the relay until the client's next STUN check
+    // (same ufrag) re-routes it; the transceiver then moves the session.
+    let mut got = 0;
+    for round in 0..20 {
+        got = c.echo_round(0x20 + round, 10).await;
+        if got >= 9 {
+            break;
+        }
+    }
+    assert!(
+        got >= 9,
+        "echo did not resume after rebinding to {new_addr}: relay {:?}, calls {:?}",
+        server.relay().counters(),
+        server.transceivers[0].list_calls().await
+    );
+    assert_eq!(server.relay().counters().flows_created, before + 1);
+    let calls = server.transceivers[0].list_calls().await;
+    let calls = if calls.is_empty() {
+        server.transceivers[1].list_calls().await
+    } else {
+        calls
+    };
+    assert_eq!(calls.len(), 1);
+    assert_eq!(
+        calls[0].client,
+        Some(new_addr),
+        "session did not move to the new address"
+    );
+    c.pc.close().await.unwrap();
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_draining_transceiver_gets_no_new_calls_and_keeps_live_ones() {
+    let server = start(Lifecycle::default()).await;
+    let mut a = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    a.wait_connected(Duration::from_secs(10)).await;
+    let ta: u16 = a.response.headers["x-voice-edge-transceiver"]
+        .parse()
+        .unwrap();
+    let r = http_post(
+        server.http_addr,
+        &format!("/admin/actions/drain-transceiver:{ta}"),
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    for _ in 0..3 {
+        let mut b = Client::call(server.http_addr, "/v1/realtime/calls").await;
+        assert_ne!(
+            b.response.headers["x-voice-edge-transceiver"],
+            ta.to_string(),
+            "draining transceiver got a call"
+        );
+        b.wait_connected(Duration::from_secs(10)).await;
+        let r = http_post(
+            server.http_addr,
+            &format!("/v1/realtime/calls/{}/hangup", call_id(&b)),
+            "application/json",
+            b"",
+        )
+        .await;
+        assert_eq!(r.status, 200);
+    }
+    // The live call on the draining transceiver still works.
+    assert!(a.echo_round(0x15, 20).await >= 18);
+    let r = http_post(
+        server.http_addr,
+        &format!("/v1/realtime/calls/{}/hangup", call_id(&a)),
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_nothing_left(&server, Duration::from_secs(5)).await;
+    server.shutdown().await;
+}
