@@ -7,6 +7,7 @@
 //! calls; [`allinone`] wires everything into one process for `cargo run`.
 
 pub mod allinone;
+pub mod audio;
 pub mod cache;
 pub mod membership;
 pub mod model;

@@ -22,7 +22,7 @@ async fn start() -> Running {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_through_the_relay_gets_its_own_audio_back() {
     let server = start().await;
-    let mut c = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
 
     // The answer is ICE-lite with exactly one candidate: the relay's public address.
     let sdp = &c.response.body;
@@ -66,8 +66,8 @@ async fn a_call_through_the_relay_gets_its_own_audio_back() {
 async fn two_concurrent_calls_land_on_different_transceivers_and_both_echo() {
     let server = start().await;
     let (mut a, mut b) = tokio::join!(
-        Client::call(server.http_addr, "/v1/realtime/calls"),
-        Client::call(server.http_addr, "/v1/realtime/calls")
+        Client::call(server.http_addr, "/v1/realtime/calls?model=loopback"),
+        Client::call(server.http_addr, "/v1/realtime/calls?model=loopback")
     );
     let ta = a.response.headers["x-voice-edge-transceiver"].clone();
     let tb = b.response.headers["x-voice-edge-transceiver"].clone();

@@ -27,8 +27,14 @@ async fn calls_on_both_clusters_through_one_ingress_address() {
     assert_eq!(server.media_addr, global);
 
     let (mut a, mut b) = tokio::join!(
-        Client::call(server.http_addr, "/v1/realtime/calls?cluster=0"),
-        Client::call(server.http_addr, "/v1/realtime/calls?cluster=1")
+        Client::call(
+            server.http_addr,
+            "/v1/realtime/calls?cluster=0&model=loopback"
+        ),
+        Client::call(
+            server.http_addr,
+            "/v1/realtime/calls?cluster=1&model=loopback"
+        )
     );
     assert_eq!(a.response.headers["x-voice-edge-cluster"], "0");
     assert_eq!(b.response.headers["x-voice-edge-cluster"], "1");

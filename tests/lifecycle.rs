@@ -66,7 +66,7 @@ fn call_id(c: &Client) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hangup_by_api_ends_the_call_and_releases_everything() {
     let server = start(Lifecycle::default()).await;
-    let mut c = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x11, 10).await >= 9);
     let r = http_post(
@@ -97,7 +97,7 @@ async fn hangup_by_api_ends_the_call_and_releases_everything() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_closing_its_peer_connection_ends_the_call() {
     let server = start(Lifecycle::default()).await;
-    let mut c = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x12, 10).await >= 9);
     // What the Realtime SDK's close() does: the events channel, then the peer connection.
@@ -116,12 +116,16 @@ async fn an_offer_never_followed_by_ice_expires_at_the_setup_deadline() {
     })
     .await;
     // The client disappears right after signaling: its answer points nowhere.
-    let c = Client::call_with(server.http_addr, "/v1/realtime/calls", |sdp| {
-        sdp.lines()
-            .filter(|l| !l.starts_with("a=candidate"))
-            .map(|l| format!("{l}\r\n"))
-            .collect()
-    })
+    let c = Client::call_with(
+        server.http_addr,
+        "/v1/realtime/calls?model=loopback",
+        |sdp| {
+            sdp.lines()
+                .filter(|l| !l.starts_with("a=candidate"))
+                .map(|l| format!("{l}\r\n"))
+                .collect()
+        },
+    )
     .await;
     assert_eq!(totals(&server).await.sessions, 1);
     let t = assert_nothing_left(&server, Duration::from_secs(4)).await;
@@ -138,9 +142,11 @@ async fn a_client_that_vanishes_loses_consent_and_the_call_is_closed() {
     })
     .await;
     let nat = Nat::start(server.media_addr).await;
-    let mut c = Client::call_with(server.http_addr, "/v1/realtime/calls", |sdp| {
-        nat.rewrite_answer(sdp)
-    })
+    let mut c = Client::call_with(
+        server.http_addr,
+        "/v1/realtime/calls?model=loopback",
+        |sdp| nat.rewrite_answer(sdp),
+    )
     .await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x13, 10).await >= 9);
@@ -154,9 +160,11 @@ async fn a_client_that_vanishes_loses_consent_and_the_call_is_closed() {
 async fn nat_rebinding_moves_the_call_to_the_new_address() {
     let server = start(Lifecycle::default()).await;
     let nat = Nat::start(server.media_addr).await;
-    let mut c = Client::call_with(server.http_addr, "/v1/realtime/calls", |sdp| {
-        nat.rewrite_answer(sdp)
-    })
+    let mut c = Client::call_with(
+        server.http_addr,
+        "/v1/realtime/calls?model=loopback",
+        |sdp| nat.rewrite_answer(sdp),
+    )
     .await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x14, 10).await >= 9);
@@ -197,7 +205,7 @@ async fn nat_rebinding_moves_the_call_to_the_new_address() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_draining_transceiver_gets_no_new_calls_and_keeps_live_ones() {
     let server = start(Lifecycle::default()).await;
-    let mut a = Client::call(server.http_addr, "/v1/realtime/calls").await;
+    let mut a = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
     a.wait_connected(Duration::from_secs(10)).await;
     let ta: u16 = a.response.headers["x-voice-edge-transceiver"]
         .parse()
@@ -211,7 +219,7 @@ async fn a_draining_transceiver_gets_no_new_calls_and_keeps_live_ones() {
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     for _ in 0..3 {
-        let mut b = Client::call(server.http_addr, "/v1/realtime/calls").await;
+        let mut b = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
         assert_ne!(
             b.response.headers["x-voice-edge-transceiver"],
             ta.to_string(),

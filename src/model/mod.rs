@@ -1,11 +1,16 @@
-//! The boundary between a transceiver and the voice model behind it.
+//! Frame-level models: the boundary for backends that take audio frames in and give frames back.
+//!
+//! Today that is `loopback` (immediate reflection, the network reference). The conversational
+//! stubs (`echo`, `tts`) are turn-based and driven by the Realtime engine
+//! ([`crate::realtime`]) with the [`crate::audio`] pipeline; a real model backend would plug in
+//! here or behind the engine's `Action`s.
 //!
 //! A transceiver hands the model the caller's encoded audio frames as they arrive and asks it for
 //! frames to send back, once per loop turn. Keeping this interface to "frames in, frames out"
 //! (with the model choosing when to speak) is what lets a real backend be plugged in later
 //! without the transceiver knowing anything about turns, voices or text.
 
-pub mod echo;
+pub mod loopback;
 
 use std::time::Instant;
 
@@ -31,8 +36,7 @@ pub trait Model: Send {
     fn poll_audio(&mut self, now: Instant) -> Option<AudioOut>;
 }
 
-/// Picks a model by the name a session asks for; unknown names fall back to echo so a client's
-/// `model: "gpt-realtime"` still gets an answer offline.
-pub fn by_name(_name: &str) -> Box<dyn Model> {
-    Box::new(echo::Echo::default())
+/// The frame-level model used when a call asks for `loopback`.
+pub fn loopback() -> Box<dyn Model> {
+    Box::new(loopback::Loopback::default())
 }

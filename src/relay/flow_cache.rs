@@ -69,9 +69,11 @@ impl CacheThread {
                 return;
             }
         };
-        let mut conn: Option<redis::Connection> = None;
+        // Connect before the first request: right after a restart the first lookup is on the
+        // media path's clock.
+        let mut conn: Option<redis::Connection> = connect(&client);
         let mut backlog: HashMap<SocketAddr, u16> = HashMap::new();
-        let mut last_attempt = Instant::now() - RETRY;
+        let mut last_attempt = Instant::now();
         loop {
             let req = if backlog.is_empty() {
                 match rx.recv() {

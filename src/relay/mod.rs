@@ -120,6 +120,7 @@ pub struct RelayHandle {
     cache_counters: Arc<Counters>,
     shared: Arc<SharedFlows>,
     stop: Arc<AtomicBool>,
+    wake: Wake,
     threads: Vec<JoinHandle<()>>,
     cache_thread: Option<JoinHandle<()>>,
     cache_tx: Option<flow_cache::CacheSender>,
@@ -146,6 +147,7 @@ impl RelayHandle {
     /// Stops the workers and the cache thread and waits for them (at most one poll tick).
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
+        self.wake.signal();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -171,6 +173,7 @@ pub fn spawn(cfg: RelayConfig) -> anyhow::Result<RelayHandle> {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
+    let wake = Wake::new()?;
     let shared = Arc::new(SharedFlows::new(cfg.max_flows, cfg.flow_idle));
     let cache_counters = Arc::new(Counters::default());
     let (cache_tx, cache_thread) = match &cfg.cache {
@@ -208,6 +211,7 @@ pub fn spawn(cfg: RelayConfig) -> anyhow::Result<RelayHandle> {
             shared: shared.clone(),
             cache: cache_tx.clone(),
             stop: stop.clone(),
+            wake: wake.fd(),
             started,
         });
         let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
@@ -235,8 +239,33 @@ pub fn spawn(cfg: RelayConfig) -> anyhow::Result<RelayHandle> {
         cache_counters,
         shared,
         stop,
+        wake,
         threads,
         cache_thread,
         cache_tx,
     })
+}
+
+/// An eventfd that, once written, stays readable: every worker polling it wakes at once.
+struct Wake(std::os::fd::OwnedFd);
+
+impl Wake {
+    fn new() -> std::io::Result<Self> {
+        use std::os::fd::FromRawFd;
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        Ok(Wake(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
+    }
+
+    fn fd(&self) -> std::os::fd::RawFd {
+        use std::os::fd::AsRawFd;
+        self.0.as_raw_fd()
+    }
+
+    fn signal(&self) {
+        let one: u64 = 1;
+        unsafe { libc::write(self.fd(), (&one as *const u64).cast(), 8) };
+    }
 }

@@ -36,6 +36,9 @@ pub(super) struct WorkerParts {
     pub shared: Arc<SharedFlows>,
     pub cache: Option<super::flow_cache::CacheSender>,
     pub stop: Arc<AtomicBool>,
+    /// Readable once the relay is stopping (an eventfd every worker polls), so a stop or a
+    /// restart does not wait out a poll tick.
+    pub wake: RawFd,
     pub started: Instant,
 }
 
@@ -52,6 +55,7 @@ pub(super) struct Worker {
     lookups: HashMap<SocketAddr, Instant>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
+    wake: RawFd,
     /// Outbound learning runs until then: after that every live flow has been seen by now.
     learn_until: Instant,
     refresh_buf: Vec<(SocketAddr, u16)>,
@@ -73,6 +77,7 @@ impl Worker {
             lookups: HashMap::with_capacity(MAX_PENDING_LOOKUPS),
             counters: p.counters,
             stop: p.stop,
+            wake: p.wake,
             refresh_buf: Vec::new(),
         }
     }
@@ -88,7 +93,7 @@ impl Worker {
         let mut to_public = SendQueue::new();
         let mut last_housekeeping = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
-            let (public_ready, link_ready) = poll2(public_fd, link_fd, TICK_MS);
+            let (public_ready, link_ready) = poll_sockets(public_fd, link_fd, self.wake, TICK_MS);
             if public_ready {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_public.recv(public_fd) else {
@@ -325,21 +330,15 @@ impl Worker {
     }
 }
 
-/// Waits until either socket is readable (or the timeout passes).
-fn poll2(a: RawFd, b: RawFd, timeout_ms: i32) -> (bool, bool) {
-    let mut fds = [
-        libc::pollfd {
-            fd: a,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-        libc::pollfd {
-            fd: b,
-            events: libc::POLLIN,
-            revents: 0,
-        },
-    ];
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 2, timeout_ms) };
+/// Waits until either socket is readable, the relay is stopping, or the timeout passes.
+fn poll_sockets(a: RawFd, b: RawFd, wake: RawFd, timeout_ms: i32) -> (bool, bool) {
+    let fd = |fd| libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let mut fds = [fd(a), fd(b), fd(wake)];
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
     if r <= 0 {
         return (false, false);
     }

@@ -5,6 +5,7 @@
 //! existing clients work by changing only their base URL.
 
 mod errors;
+pub mod keys;
 mod placement;
 mod web;
 
@@ -13,9 +14,7 @@ pub use errors::ApiError;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
-use axum::body::Bytes;
-use axum::extract::rejection::BytesRejection;
-use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -50,6 +49,7 @@ pub struct Signaling {
     placement: Arc<Mutex<()>>,
     stats: StatsFn,
     admin: Option<AdminAction>,
+    keys: Arc<keys::Keys>,
 }
 
 impl Signaling {
@@ -59,7 +59,13 @@ impl Signaling {
             placement: Arc::new(Mutex::new(())),
             stats,
             admin: None,
+            keys: Arc::new(keys::Keys::open()),
         }
+    }
+
+    pub fn with_keys(mut self, keys: keys::Keys) -> Self {
+        self.keys = Arc::new(keys);
+        self
     }
 
     pub fn with_admin(mut self, admin: AdminAction) -> Self {
@@ -85,6 +91,7 @@ impl Signaling {
         Router::new()
             .route("/v1/realtime/calls", post(create_call))
             .route("/v1/realtime/calls/{id}/hangup", post(hangup))
+            .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/admin/stats", get(admin_stats))
             .route("/admin/calls", get(admin_calls))
             .route("/admin/actions/{name}", post(admin_action))
@@ -95,48 +102,109 @@ impl Signaling {
     }
 }
 
+/// The stub a call starts with. `?model=` names one of ours (`echo`, `tts`, `loopback`) or is
+/// ignored, as the real service ignores it on /calls (older beta clients send OpenAI model
+/// names there); a later `session.update` can still switch between `echo` and `tts`.
+fn model_for(requested: Option<&str>) -> String {
+    match requested.map(|m| m.trim().to_ascii_lowercase()) {
+        Some(m) if m == "tts" || m == "loopback" || m == "echo" => m,
+        _ => "echo".to_owned(),
+    }
+}
+
 #[derive(Deserialize)]
 struct CallQuery {
-    /// Accepted and ignored: older beta-style clients send it; the model travels in
-    /// `session.update`.
-    #[allow(dead_code)]
     model: Option<String>,
     /// Pins the call to a cluster (for tests and operators); default is least loaded.
     cluster: Option<u16>,
 }
 
-async fn create_call(
-    State(sig): State<Signaling>,
-    Query(q): Query<CallQuery>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Result<Response, ApiError> {
-    let ctype = headers
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")
+        .map(str::trim)
+}
+
+fn key_error(e: keys::KeyError) -> ApiError {
+    ApiError {
+        status: StatusCode::UNAUTHORIZED,
+        kind: "invalid_request_error",
+        code: "invalid_api_key",
+        message: e.message().to_owned(),
+    }
+}
+
+/// The offer and, for multipart requests (openai-node's `realtime.calls.create`), the session
+/// config sent with it.
+async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
+    let ctype = req
+        .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
+        .unwrap_or("")
+        .to_owned();
     let mime = ctype
         .split(';')
         .next()
         .unwrap_or("")
         .trim()
         .to_ascii_lowercase();
-    if mime != "application/sdp" {
-        return Err(ApiError::invalid(
-            "unsupported_content_type",
-            format!("POST the SDP offer with Content-Type: application/sdp (got {ctype:?})"),
-        )
-        .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE));
-    }
-    let body = body.map_err(|e| {
+    let too_large = |e: String| {
         ApiError::invalid(
             "body_too_large",
             format!("offer rejected: {e} (limit {MAX_OFFER_BYTES} bytes)"),
         )
-        .with_status(e.status())
-    })?;
-    let offer = std::str::from_utf8(&body)
-        .map_err(|_| ApiError::invalid("invalid_sdp", "the offer is not UTF-8 text"))?;
+        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+    };
+    match mime.as_str() {
+        "application/sdp" => {
+            let body = axum::body::to_bytes(req.into_body(), MAX_OFFER_BYTES)
+                .await
+                .map_err(|e| too_large(e.to_string()))?;
+            let sdp = String::from_utf8(body.to_vec())
+                .map_err(|_| ApiError::invalid("invalid_sdp", "the offer is not UTF-8 text"))?;
+            Ok((sdp, None))
+        }
+        "multipart/form-data" => {
+            let mut mp = Multipart::from_request(req, &())
+                .await
+                .map_err(|e| ApiError::invalid("invalid_multipart", e.to_string()))?;
+            let (mut sdp, mut session) = (None, None);
+            while let Some(field) = mp
+                .next_field()
+                .await
+                .map_err(|e| ApiError::invalid("invalid_multipart", e.to_string()))?
+            {
+                let name = field.name().unwrap_or("").to_owned();
+                let text = field.text().await.map_err(|e| too_large(e.to_string()))?;
+                match name.as_str() {
+                    "sdp" => sdp = Some(text),
+                    "session" => {
+                        session = Some(serde_json::from_str::<Value>(&text).map_err(|e| {
+                            ApiError::invalid("invalid_session", format!("the session part is not JSON: {e}"))
+                        })?)
+                    }
+                    _ => {}
+                }
+            }
+            let sdp = sdp.ok_or_else(|| ApiError::invalid("missing_sdp", "the multipart body has no `sdp` part"))?;
+            Ok((sdp, session))
+        }
+        _ => Err(ApiError::invalid(
+            "unsupported_content_type",
+            format!(
+                "POST the SDP offer with Content-Type: application/sdp, or multipart/form-data with an `sdp` part (got {ctype:?})"
+            ),
+        )
+        .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE)),
+    }
+}
+
+/// Cheap checks before a transceiver spends anything on the offer.
+fn check_offer(offer: &str) -> Result<(), ApiError> {
     if !offer.trim_start().starts_with("v=0") {
         return Err(ApiError::invalid(
             "invalid_sdp",
@@ -149,9 +217,38 @@ async fn create_call(
             "the offer has no audio m-line",
         ));
     }
+    if !offer.lines().any(|l| l.starts_with("a=fingerprint:")) {
+        return Err(ApiError::invalid(
+            "no_dtls_fingerprint",
+            "the offer has no a=fingerprint line; DTLS-SRTP needs the client's certificate fingerprint",
+        ));
+    }
+    Ok(())
+}
+
+async fn create_call(
+    State(sig): State<Signaling>,
+    Query(q): Query<CallQuery>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let key_session = sig
+        .keys
+        .check_call(bearer(req.headers()))
+        .map_err(key_error)?;
+    let (offer, session) = read_offer(req).await?;
+    check_offer(&offer)?;
+    // The stub: the call's own session config first, then the key's, then `?model=`.
+    let model = session
+        .as_ref()
+        .or(key_session.as_ref())
+        .and_then(|s| s.get("model"))
+        .and_then(Value::as_str)
+        .map(|m| model_for(Some(m)))
+        .filter(|m| m != "echo")
+        .unwrap_or_else(|| model_for(q.model.as_deref()));
 
     let (t, media_addr) = sig.place(q.cluster)?;
-    let created = t.create_call(offer.to_owned()).await.map_err(|e| match e {
+    let created = t.create_call(offer, model).await.map_err(|e| match e {
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
         CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
     })?;
@@ -281,4 +378,22 @@ async fn admin_action(
         .map_err(|e| ApiError::unavailable(e.to_string()))?
         .map(Json)
         .map_err(|e| ApiError::invalid("admin_action_failed", e))
+}
+
+async fn client_secrets(
+    State(sig): State<Signaling>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    sig.keys.check_mint(bearer(&headers)).map_err(key_error)?;
+    let req: Value = if body.iter().all(u8::is_ascii_whitespace) {
+        json!({})
+    } else {
+        serde_json::from_slice(&body)
+            .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?
+    };
+    sig.keys
+        .mint(&req)
+        .map(Json)
+        .map_err(|m| ApiError::invalid("invalid_request", m))
 }

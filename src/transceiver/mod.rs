@@ -6,10 +6,12 @@
 //! relay link header (the normal path) or bare, from a client connecting directly.
 
 pub mod call_id;
+mod media;
 mod peer;
 mod session;
 mod worker;
 
+pub use media::VoiceTimings;
 pub use peer::AnswerError;
 pub use session::{SessionCounters, SessionState};
 
@@ -105,11 +107,13 @@ pub struct CallInfo {
     pub age_ms: u64,
     pub connect_ms: Option<u64>,
     pub counters: SessionCounters,
+    pub voice: VoiceTimings,
 }
 
 pub(crate) enum Command {
     Create {
         offer_sdp: String,
+        model: String,
         reply: tokio::sync::oneshot::Sender<Result<CreatedCall, AnswerError>>,
     },
     Hangup {
@@ -121,6 +125,12 @@ pub(crate) enum Command {
     },
     Stats {
         reply: tokio::sync::oneshot::Sender<WorkerStats>,
+    },
+    /// Speech synthesized off the socket thread for a call's response.
+    TtsReady {
+        call_id: String,
+        response_id: String,
+        speech: crate::audio::tts::Speech,
     },
 }
 
@@ -149,7 +159,11 @@ pub enum CallError {
 
 impl TransceiverHandle {
     /// Creates a call. Placement must have called [`TransceiverHandle::reserve`] first.
-    pub async fn create_call(&self, offer_sdp: String) -> Result<CreatedCall, CallError> {
+    pub async fn create_call(
+        &self,
+        offer_sdp: String,
+        model: String,
+    ) -> Result<CreatedCall, CallError> {
         struct Release<'a>(&'a AtomicUsize);
         impl Drop for Release<'_> {
             fn drop(&mut self) {
@@ -159,7 +173,11 @@ impl TransceiverHandle {
         let _release = Release(&self.pending);
         let (reply, rx) = tokio::sync::oneshot::channel();
         self.cmd
-            .send(Command::Create { offer_sdp, reply })
+            .send(Command::Create {
+                offer_sdp,
+                model,
+                reply,
+            })
             .await
             .map_err(|_| CallError::Unavailable(self.id))?;
         Ok(rx.await.map_err(|_| CallError::Unavailable(self.id))??)
@@ -243,7 +261,7 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, JoinH
         stop: stop.clone(),
     };
     let advertise = cfg.advertise.unwrap_or(addr);
-    let w = worker::Worker::new(cfg, advertise, certificate, live, stop);
+    let w = worker::Worker::new(cfg, advertise, certificate, live, stop, handle.cmd.clone());
     let thread = std::thread::Builder::new()
         .name(format!("transceiver-{}", handle.id))
         .spawn(move || w.run(socket, cmd_rx))?;

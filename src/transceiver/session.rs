@@ -1,9 +1,11 @@
-//! One call on a transceiver: the peer connection plus what bridges it to the model.
+//! One call on a transceiver: the peer connection, the Realtime conversation on its
+//! `oai-events` channel, and the media bridge between them.
 //!
 //! A session owns no thread and no task. The worker's socket loop feeds it datagrams and timer
-//! ticks, then calls [`Session::drive`] to move whatever that produced (decrypted audio to the
-//! model, model audio and Realtime events back into the peer connection); the worker flushes
-//! the resulting datagrams itself, because only it knows whether they go through a relay.
+//! ticks, then calls [`Session::drive`] to move whatever that produced (decrypted audio to VAD
+//! and the model, model audio and Realtime events back into the peer connection); the worker
+//! flushes the resulting datagrams itself, because only it knows whether they go through a
+//! relay.
 
 use std::net::SocketAddr;
 use std::time::Instant;
@@ -18,8 +20,9 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
-use crate::model::{AudioIn, Model};
-use crate::realtime::RealtimeSession;
+use super::media::{Media, TtsRequest, VoiceTimings};
+use crate::audio::tts;
+use crate::realtime::Conversation;
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
@@ -75,9 +78,11 @@ pub struct Session {
     audio_pt: Option<u8>,
     out_seq: u16,
     out_ts: u32,
-    model: Box<dyn Model>,
-    realtime: RealtimeSession,
+    media: Media,
+    conv: Conversation,
     events_channel: Option<RTCDataChannelId>,
+    /// Speech the worker should synthesize off the socket thread.
+    tts_requests: Vec<TtsRequest>,
 }
 
 pub struct NewSession {
@@ -87,12 +92,17 @@ pub struct NewSession {
     pub candidate: SocketAddr,
     pub audio_sender: RTCRtpSenderId,
     pub audio_ssrc: u32,
-    pub model: Box<dyn Model>,
+    /// `echo` (default), `tts`, or `loopback`.
+    pub model: String,
 }
 
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
-        let realtime = RealtimeSession::new(format!("sess_{}", &n.call_id[4..]), n.model.name());
+        let mut conv = Conversation::new(format!("sess_{}", &n.call_id[4..]), &n.model);
+        if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+            conv.set_expires_at(d.as_secs() + 3600);
+        }
+        let media = Media::for_model(&n.model);
         Session {
             call_id: n.call_id,
             ufrag: n.ufrag,
@@ -114,10 +124,39 @@ impl Session {
             audio_pt: None,
             out_seq: rand::random(),
             out_ts: rand::random(),
-            model: n.model,
-            realtime,
+            media,
+            conv,
             events_channel: None,
+            tts_requests: Vec::new(),
         }
+    }
+
+    /// When the stack or the media side next needs time to pass.
+    pub fn poll_timeout(&mut self) -> Option<Instant> {
+        match (self.pc.poll_timeout(), self.media.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Err(e) = self.pc.handle_timeout(now) {
+            log::debug!("{}: handle_timeout: {e}", self.call_id);
+        }
+        self.media.on_timeout(now, &mut self.conv);
+    }
+
+    pub fn take_tts_requests(&mut self) -> Vec<TtsRequest> {
+        std::mem::take(&mut self.tts_requests)
+    }
+
+    pub fn on_tts_ready(&mut self, now: Instant, response_id: &str, speech: tts::Speech) {
+        self.media.on_tts_ready(response_id, speech, &mut self.conv);
+        self.drive(now);
+    }
+
+    pub fn timings(&self) -> VoiceTimings {
+        self.media.timings()
     }
 
     /// Processes everything the last input made ready. Errors from the stack are logged, not
@@ -133,9 +172,23 @@ impl Session {
                 progressed = true;
                 self.on_message(now, msg.message);
             }
-            while let Some(frame) = self.model.poll_audio(now) {
+            while let Some(action) = self.conv.poll_action() {
                 progressed = true;
-                self.send_audio(now, frame.payload, frame.samples_48k);
+                if let Some(req) = self.media.on_action(now, action, &mut self.conv) {
+                    self.tts_requests.push(req);
+                }
+            }
+            while let Some((payload, samples)) = self.media.next_audio(now, &mut self.conv) {
+                progressed = true;
+                self.send_audio(now, payload, samples);
+            }
+            let mut frames = Vec::new();
+            while let Some(f) = self.conv.poll_frame() {
+                frames.push(f);
+            }
+            if !frames.is_empty() {
+                progressed = true;
+                self.send_events(now, frames);
             }
             if !progressed {
                 break;
@@ -162,8 +215,7 @@ impl Session {
                 let label = self.pc.data_channel(id).map(|dc| dc.label().to_owned());
                 if label.as_deref() == Some(EVENTS_CHANNEL) {
                     self.events_channel = Some(id);
-                    let frames = self.realtime.on_open();
-                    self.send_events(now, frames);
+                    self.conv.on_channel_open();
                 } else {
                     log::debug!("{}: ignoring data channel {label:?}", self.call_id);
                 }
@@ -186,13 +238,12 @@ impl Session {
         match msg {
             RTCMessage::RtpPacket(_, pkt) => {
                 self.counters.audio_frames_in += 1;
-                self.model.on_audio(
+                self.media.on_rtp(
                     now,
-                    AudioIn {
-                        payload: &pkt.payload,
-                        rtp_timestamp: pkt.header.timestamp,
-                        sequence: pkt.header.sequence_number,
-                    },
+                    &pkt.payload,
+                    pkt.header.timestamp,
+                    pkt.header.sequence_number,
+                    &mut self.conv,
                 );
             }
             RTCMessage::DataChannelMessage(id, msg) if Some(id) == self.events_channel => {
@@ -201,8 +252,8 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
-                let frames = self.realtime.on_client_text(&text);
-                self.send_events(now, frames);
+                self.conv.on_client_text(&text);
+                self.media.configure(&self.conv);
             }
             _ => {}
         }

@@ -49,6 +49,8 @@ pub(super) struct Worker {
     dropped_unknown: u64,
     ended: super::EndCounters,
     last_housekeeping: Instant,
+    /// Where TTS threads hand synthesized speech back.
+    commands: async_channel::Sender<Command>,
 }
 
 /// Why a session is being removed.
@@ -76,6 +78,7 @@ impl Worker {
         certificate: RTCCertificate,
         live: Arc<AtomicUsize>,
         stop: Arc<AtomicBool>,
+        commands: async_channel::Sender<Command>,
     ) -> Self {
         Worker {
             cfg,
@@ -93,6 +96,7 @@ impl Worker {
             dropped_unknown: 0,
             ended: Default::default(),
             last_housekeeping: Instant::now(),
+            commands,
         }
     }
 
@@ -243,7 +247,10 @@ impl Worker {
         };
         s.drive(now);
         flush(socket, s, &mut self.send_buf);
-        let next = s.pc.poll_timeout();
+        for req in s.take_tts_requests() {
+            spawn_tts(req, s.call_id.clone(), self.commands.clone());
+        }
+        let next = s.poll_timeout();
         if next != s.next_timeout {
             s.next_timeout = next;
             if let Some(t) = next {
@@ -269,9 +276,7 @@ impl Worker {
                 continue; // superseded by a later reschedule
             }
             s.next_timeout = None;
-            if let Err(e) = s.pc.handle_timeout(now) {
-                log::debug!("{}: handle_timeout: {e}", s.call_id);
-            }
+            s.handle_timeout(now);
             self.after_input(socket, key, now);
         }
     }
@@ -321,8 +326,12 @@ impl Worker {
 
     fn on_command(&mut self, socket: &UdpSocket, cmd: Command) {
         match cmd {
-            Command::Create { offer_sdp, reply } => {
-                let r = self.create(socket, offer_sdp);
+            Command::Create {
+                offer_sdp,
+                model,
+                reply,
+            } => {
+                let r = self.create(socket, offer_sdp, model);
                 let _ = reply.send(r);
             }
             Command::Hangup { call_id, reply } => {
@@ -331,6 +340,19 @@ impl Worker {
                     self.end_session(socket, k, EndReason::Hangup);
                 }
                 let _ = reply.send(key.is_some());
+            }
+            Command::TtsReady {
+                call_id,
+                response_id,
+                speech,
+            } => {
+                if let Some(&key) = self.by_call.get(&call_id) {
+                    let now = Instant::now();
+                    if let Some(s) = self.sessions.get_mut(&key) {
+                        s.on_tts_ready(now, &response_id, speech);
+                    }
+                    self.after_input(socket, key, now);
+                }
             }
             Command::Stats { reply } => {
                 let _ = reply.send(super::WorkerStats {
@@ -356,6 +378,7 @@ impl Worker {
                         via_relay: s.via.map(|(a, _)| a),
                         state: s.state,
                         age_ms: now.duration_since(s.created).as_millis() as u64,
+                        voice: s.timings(),
                         connect_ms: s
                             .connected_at
                             .map(|c| c.duration_since(s.created).as_millis() as u64),
@@ -371,6 +394,7 @@ impl Worker {
         &mut self,
         socket: &UdpSocket,
         offer_sdp: String,
+        model: String,
     ) -> Result<CreatedCall, peer::AnswerError> {
         let now = Instant::now();
         let ufrag = ufrag::mint(&self.cfg.route_keys, self.cfg.cluster, self.cfg.id, 0);
@@ -397,7 +421,7 @@ impl Worker {
                 candidate: self.advertise,
                 audio_sender: answered.audio_sender,
                 audio_ssrc: answered.audio_ssrc,
-                model: crate::model::by_name("echo"),
+                model,
             },
         );
         self.sessions.insert(key, session);
@@ -448,6 +472,28 @@ impl Worker {
             s.counters.packets_in,
             s.counters.packets_out
         );
+    }
+}
+
+/// Runs the synthesizer (espeak-ng is a subprocess) on its own short-lived thread so the socket
+/// loop never waits for it; the speech comes back as a command.
+fn spawn_tts(
+    req: super::media::TtsRequest,
+    call_id: String,
+    commands: async_channel::Sender<Command>,
+) {
+    let spawned = std::thread::Builder::new()
+        .name("tts".into())
+        .spawn(move || {
+            let speech = crate::audio::tts::synthesize(&req.text, &req.voice);
+            let _ = commands.send_blocking(Command::TtsReady {
+                call_id,
+                response_id: req.response_id,
+                speech,
+            });
+        });
+    if let Err(e) = spawned {
+        log::warn!("could not start a TTS thread: {e}");
     }
 }
 

@@ -1,7 +1,9 @@
-//! The echo model: sends the caller's own audio straight back.
+//! The loopback model: sends every caller frame straight back, with no turn-taking.
 //!
-//! Frames are passed through still encoded, so echo costs no codec work and the caller hears
-//! exactly what the network delivered; that makes it the reference for path latency and loss.
+//! Frames are passed through still encoded, so it costs no codec work and the caller hears
+//! exactly what the network delivered; that makes it the reference for path latency and loss
+//! (the transport tests and the load generator use it). The conversational echo model, which
+//! answers after the end of each turn, lives in the Realtime engine and the audio module.
 
 use super::{AudioIn, AudioOut, Model};
 use std::collections::VecDeque;
@@ -13,14 +15,14 @@ const DEFAULT_FRAME_SAMPLES: u32 = 960;
 const MAX_QUEUED: usize = 64;
 
 #[derive(Default)]
-pub struct Echo {
+pub struct Loopback {
     queue: VecDeque<AudioOut>,
     last_ts: Option<u32>,
 }
 
-impl Model for Echo {
+impl Model for Loopback {
     fn name(&self) -> &'static str {
-        "echo"
+        "loopback"
     }
 
     fn on_audio(&mut self, _now: Instant, frame: AudioIn<'_>) {
@@ -56,7 +58,7 @@ mod tests {
 
     #[test]
     fn echoes_payloads_in_order_with_frame_durations() {
-        let mut m = Echo::default();
+        let mut m = Loopback::default();
         let now = Instant::now();
         for (i, ts) in [1000u32, 1960, 2920].into_iter().enumerate() {
             m.on_audio(
@@ -76,7 +78,7 @@ mod tests {
 
     #[test]
     fn queue_is_bounded() {
-        let mut m = Echo::default();
+        let mut m = Loopback::default();
         let now = Instant::now();
         for i in 0..(MAX_QUEUED as u32 + 10) {
             m.on_audio(

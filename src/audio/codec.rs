@@ -1,0 +1,386 @@
+//! Opus at 48 kHz mono, through `opus-rs` (a pure-Rust port of libopus, so `cargo build` needs no
+//! cmake and no system libopus).
+//!
+//! Why `opus-rs`: checked against the C libopus 1.3.1 that Debian's Chromium links, on streams
+//! encoded the way a browser sends them (48 kHz, 20 ms, VOIP, 32 kbps, in-band FEC, with and
+//! without DTX, mono- and stereo-coded), its decoder output is sample-identical to libopus with
+//! no loss, and its packet-loss concealment and FEC recovery match to ≈ 42 dB SNR. The other
+//! cargo-only candidates failed that check: `unsafe-libopus` (libopus 1.3.1 via c2rust) decodes
+//! clean streams identically but conceals a lost SILK/hybrid frame as full-scale noise (≈ 0 dBFS)
+//! and DTX gaps likewise, which would start false turns at every lost packet; `mousiki`'s decoder
+//! output did not match libopus in any mode (≈ 0 dB SNR).
+//!
+//! Both types keep their working buffers, so steady-state encode and decode allocate nothing.
+
+use thiserror::Error;
+
+/// The one sample rate used on both sides of the edge (WebRTC Opus is always 48 kHz RTP).
+pub const SAMPLE_RATE: u32 = 48_000;
+/// Samples in one 20 ms frame at 48 kHz, the frame size browsers send and we send back.
+pub const FRAME_SAMPLES: usize = 960;
+/// Longest Opus packet duration (120 ms) in samples at 48 kHz.
+pub const MAX_PACKET_SAMPLES: usize = 5760;
+/// Largest encoded size of one Opus frame (RFC 6716 §3.2.1).
+const MAX_FRAME_BYTES: usize = 1276;
+
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum CodecError {
+    #[error("empty Opus packet")]
+    Empty,
+    #[error("malformed Opus packet: {0}")]
+    Malformed(&'static str),
+    #[error("PCM frame of {0} samples is not a valid Opus frame size at 48 kHz")]
+    BadFrameSize(usize),
+    #[error("opus: {0}")]
+    Codec(&'static str),
+}
+
+/// Duration in 48 kHz samples of an Opus packet, read from its TOC byte and frame count
+/// (RFC 6716 §3.1) without decoding. Used to advance input time and RTP timestamps.
+pub fn packet_samples(packet: &[u8]) -> Result<usize, CodecError> {
+    let toc = *packet.first().ok_or(CodecError::Empty)?;
+    let config = toc >> 3;
+    let per_frame = match config {
+        // SILK-only: 10, 20, 40, 60 ms.
+        0..=11 => [480, 960, 1920, 2880][usize::from(config % 4)],
+        // Hybrid: 10, 20 ms.
+        12..=15 => [480, 960][usize::from(config % 2)],
+        // CELT-only: 2.5, 5, 10, 20 ms.
+        _ => [120, 240, 480, 960][usize::from(config % 4)],
+    };
+    let frames = match toc & 3 {
+        0 => 1,
+        1 | 2 => 2,
+        _ => {
+            let count = packet
+                .get(1)
+                .ok_or(CodecError::Malformed("code 3 packet without frame count"))?
+                & 0x3f;
+            if count == 0 {
+                return Err(CodecError::Malformed("zero frames"));
+            }
+            usize::from(count)
+        }
+    };
+    let total = per_frame * frames;
+    if total > MAX_PACKET_SAMPLES {
+        return Err(CodecError::Malformed("longer than 120 ms"));
+    }
+    Ok(total)
+}
+
+/// Decodes one caller's Opus stream to 48 kHz mono i16 PCM.
+///
+/// Stereo-coded packets (browsers negotiate `opus/48000/2`) are downmixed, as libopus does for a
+/// mono decoder. The returned slices borrow an internal buffer that the next call overwrites.
+pub struct OpusDecoder {
+    inner: opus_rs::OpusDecoder,
+    float: Vec<f32>,
+    pcm: Vec<i16>,
+    /// Duration of the last decoded or concealed packet, for concealing the next loss.
+    last_samples: usize,
+}
+
+impl std::fmt::Debug for OpusDecoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpusDecoder")
+            .field("last_samples", &self.last_samples)
+            .finish()
+    }
+}
+
+impl Default for OpusDecoder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl OpusDecoder {
+    pub fn new() -> Self {
+        Self {
+            inner: opus_rs::OpusDecoder::new(SAMPLE_RATE as i32, 1)
+                .expect("48 kHz mono is a valid Opus decoder configuration"),
+            float: vec![0.0; MAX_PACKET_SAMPLES],
+            pcm: vec![0; MAX_PACKET_SAMPLES],
+            last_samples: FRAME_SAMPLES,
+        }
+    }
+
+    /// Decodes one packet. A packet of only a TOC byte (DTX "no data") is concealed for the
+    /// duration it declares, as libopus does.
+    pub fn decode(&mut self, packet: &[u8]) -> Result<&[i16], CodecError> {
+        let n = packet_samples(packet)?;
+        let got = self.guarded(|inner, out| inner.decode(packet, n, &mut out[..n]))?;
+        Ok(self.finish(got))
+    }
+
+    /// Conceals `samples` lost samples (rounded up to whole 2.5 ms, at most 120 ms); `None`
+    /// means "as long as the last packet". Never fails: if concealment errs, it yields silence.
+    pub fn decode_lost(&mut self, samples: Option<usize>) -> &[i16] {
+        let n = Self::conceal_len(samples.unwrap_or(self.last_samples));
+        match self.guarded(|inner, out| inner.decode(&[], n, &mut out[..n])) {
+            Ok(got) => self.finish(got),
+            Err(_) => {
+                self.float[..n].fill(0.0);
+                self.finish(n)
+            }
+        }
+    }
+
+    /// Recovers the `samples` just before `next_packet` from the in-band FEC (LBRR) data that
+    /// packet carries; where it has none this is ordinary concealment. `next_packet` must still be
+    /// decoded with [`decode`](Self::decode) afterwards.
+    pub fn decode_fec(&mut self, next_packet: &[u8], samples: usize) -> Result<&[i16], CodecError> {
+        packet_samples(next_packet)?;
+        let n = Self::conceal_len(samples);
+        let got = self.guarded(|inner, out| inner.decode_fec(next_packet, n, &mut out[..n]))?;
+        Ok(self.finish(got))
+    }
+
+    /// Runs the decoder so that a panic inside it (it parses untrusted network input) becomes an
+    /// error and a fresh decoder, instead of taking the transceiver thread down. Costs nothing
+    /// when it does not panic.
+    fn guarded(
+        &mut self,
+        f: impl FnOnce(&mut opus_rs::OpusDecoder, &mut [f32]) -> Result<usize, &'static str>,
+    ) -> Result<usize, CodecError> {
+        let (inner, out) = (&mut self.inner, &mut self.float);
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(inner, out))) {
+            Ok(r) => r.map_err(CodecError::Codec),
+            Err(_) => {
+                log::warn!("opus decoder panicked; starting a new one");
+                *self = Self::new();
+                Err(CodecError::Codec("decoder panicked"))
+            }
+        }
+    }
+
+    fn conceal_len(samples: usize) -> usize {
+        samples.div_ceil(120).clamp(1, MAX_PACKET_SAMPLES / 120) * 120
+    }
+
+    fn finish(&mut self, got: usize) -> &[i16] {
+        let got = got.min(MAX_PACKET_SAMPLES);
+        for (o, &x) in self.pcm[..got].iter_mut().zip(&self.float[..got]) {
+            // libopus's FLOAT2INT16: scale by 32768, clamp, round to nearest.
+            *o = (x * 32768.0).clamp(-32768.0, 32767.0).round() as i16;
+        }
+        self.last_samples = got.max(120);
+        &self.pcm[..got]
+    }
+}
+
+/// Opus tuning for what we send to callers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EncoderConfig {
+    /// Target bitrate; 32 kbps is what browsers use for mono voice and is transparent for TTS.
+    pub bitrate_bps: i32,
+    /// 0–10. 5 halves the CPU of 10 and is audibly the same for speech.
+    pub complexity: i32,
+}
+
+impl Default for EncoderConfig {
+    fn default() -> Self {
+        Self {
+            bitrate_bps: 32_000,
+            complexity: 5,
+        }
+    }
+}
+
+/// Encodes 48 kHz mono speech (VOIP application) to Opus packets, one per PCM frame.
+pub struct OpusEncoder {
+    inner: opus_rs::OpusEncoder,
+    out: Vec<u8>,
+    cfg: EncoderConfig,
+}
+
+impl std::fmt::Debug for OpusEncoder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpusEncoder").finish_non_exhaustive()
+    }
+}
+
+impl Default for OpusEncoder {
+    fn default() -> Self {
+        Self::new(EncoderConfig::default())
+    }
+}
+
+impl OpusEncoder {
+    pub fn new(cfg: EncoderConfig) -> Self {
+        let mut inner =
+            opus_rs::OpusEncoder::new(SAMPLE_RATE as i32, 1, opus_rs::Application::Voip)
+                .expect("48 kHz mono VOIP is a valid Opus encoder configuration");
+        inner.bitrate_bps = cfg.bitrate_bps;
+        inner.complexity = cfg.complexity.clamp(0, 10);
+        Self {
+            inner,
+            out: vec![0; MAX_FRAME_BYTES],
+            cfg,
+        }
+    }
+
+    /// Encodes one frame of 2.5–60 ms (normally [`FRAME_SAMPLES`]); the packet borrows an
+    /// internal buffer that the next call overwrites.
+    pub fn encode(&mut self, pcm: &[i16]) -> Result<&[u8], CodecError> {
+        if !matches!(pcm.len(), 120 | 240 | 480 | 960 | 1920 | 2880) {
+            return Err(CodecError::BadFrameSize(pcm.len()));
+        }
+        let (inner, out) = (&mut self.inner, &mut self.out);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            inner.encode_i16(pcm, pcm.len(), out)
+        }));
+        match r {
+            Ok(n) => Ok(&self.out[..n.map_err(CodecError::Codec)?]),
+            Err(_) => {
+                // Seen with opus-rs 0.1.40 at 48 kHz with in-band FEC on (a division by zero in
+                // its CELT bit allocation); we do not enable FEC, but stay safe.
+                log::warn!("opus encoder panicked; starting a new one");
+                *self = Self::new(self.cfg);
+                Err(CodecError::Codec("encoder panicked"))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn tone(len: usize, freq: f32, dbfs: f32) -> Vec<i16> {
+        let amp = 32767.0 * 10f32.powf(dbfs / 20.0) * std::f32::consts::SQRT_2;
+        (0..len)
+            .map(|i| (amp * (2.0 * std::f32::consts::PI * freq * i as f32 / 48_000.0).sin()) as i16)
+            .collect()
+    }
+
+    fn rms_dbfs(x: &[i16]) -> f64 {
+        let p = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len() as f64;
+        10.0 * (p / 32768f64.powi(2) + 1e-13).log10()
+    }
+
+    #[test]
+    fn packet_samples_reads_toc() {
+        // CELT FB 20 ms, code 0.
+        assert_eq!(packet_samples(&[0xf8, 0xff, 0xfe]), Ok(960));
+        // SILK WB 60 ms (config 11), code 1 = two frames.
+        assert_eq!(packet_samples(&[(11 << 3) | 1, 0]), Ok(5760));
+        // Hybrid FB 10 ms (config 14), code 3 with 3 frames.
+        assert_eq!(packet_samples(&[(14 << 3) | 3, 3]), Ok(1440));
+        // Code 3 with 4 × 60 ms is over 120 ms.
+        assert!(packet_samples(&[(11 << 3) | 3, 4]).is_err());
+        assert!(packet_samples(&[(14 << 3) | 3]).is_err());
+        assert_eq!(packet_samples(&[]), Err(CodecError::Empty));
+    }
+
+    #[test]
+    fn round_trip_keeps_level_and_conceals() {
+        let mut enc = OpusEncoder::default();
+        let mut dec = OpusDecoder::new();
+        let pcm = tone(48_000, 300.0, -20.0);
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for f in pcm.chunks_exact(FRAME_SAMPLES) {
+            let pkt = enc.encode(f).unwrap().to_vec();
+            bytes += pkt.len();
+            assert_eq!(packet_samples(&pkt), Ok(FRAME_SAMPLES));
+            out.extend_from_slice(dec.decode(&pkt).unwrap());
+        }
+        assert_eq!(out.len(), pcm.len());
+        // Skip the codec's start-up; the level comes through within 1 dB.
+        let level = rms_dbfs(&out[9600..]);
+        assert!((level + 20.0).abs() < 1.0, "decoded level {level:.1} dBFS");
+        // About 32 kbps (opus-rs overshoots a little on a pure tone).
+        let kbps = bytes as f64 * 8.0 / 1000.0;
+        assert!((16.0..48.0).contains(&kbps), "{kbps:.1} kbps");
+        // A lost frame is concealed close to the signal level, not with noise or a dropout.
+        let lost = dec.decode_lost(None).to_vec();
+        assert_eq!(lost.len(), FRAME_SAMPLES);
+        let level = rms_dbfs(&lost);
+        assert!(
+            (-30.0..-15.0).contains(&level),
+            "concealed level {level:.1} dBFS"
+        );
+        // A TOC-only packet is DTX: concealed for the declared 20 ms.
+        assert_eq!(dec.decode(&[0xf8]).unwrap().len(), FRAME_SAMPLES);
+        assert!(enc.encode(&pcm[..1000]).is_err());
+    }
+
+    #[test]
+    fn fec_recovers_lost_frames_better_than_concealment() {
+        // In-band FEC as browsers send it (SILK LBRR, which the encoder adds to speech only).
+        // Our own encoder sends none, so build the stream through opus-rs directly, SILK
+        // wideband (its 48 kHz hybrid encoder with FEC on can panic, one reason `encode` guards
+        // against panics).
+        let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
+            .expect("fixtures/speech.wav");
+        let (rate, speech) = crate::audio::tts::parse_wav(&wav).unwrap();
+        assert_eq!(rate, 48_000);
+        let pcm16: Vec<i16> = speech.into_iter().step_by(3).collect();
+        let mut raw = opus_rs::OpusEncoder::new(16_000, 1, opus_rs::Application::Voip).unwrap();
+        raw.bitrate_bps = 24_000;
+        raw.use_inband_fec = true;
+        raw.packet_loss_perc = 20;
+        let mut buf = [0u8; 1500];
+        let pkts: Vec<Vec<u8>> = pcm16
+            .chunks_exact(320)
+            .map(|f| {
+                let n = raw.encode_i16(f, 320, &mut buf).unwrap();
+                buf[..n].to_vec()
+            })
+            .collect();
+        // Lose every 10th packet of the speech; recover it by FEC in one decoder, by PLC in
+        // another. LBRR is a low-rate copy, so the check is that it is found and used (output
+        // unlike PLC's, at the right level); its accuracy against libopus was checked when
+        // choosing the crate.
+        let (mut level_err, mut differs, mut n) = (0.0, 0, 0);
+        let (mut clean, mut fec, mut plc) =
+            (OpusDecoder::new(), OpusDecoder::new(), OpusDecoder::new());
+        for i in 0..pkts.len() - 1 {
+            let want = clean.decode(&pkts[i]).unwrap().to_vec();
+            if i % 10 == 5 && rms_dbfs(&want) > -40.0 {
+                let f = fec
+                    .decode_fec(&pkts[i + 1], FRAME_SAMPLES)
+                    .unwrap()
+                    .to_vec();
+                let p = plc.decode_lost(Some(FRAME_SAMPLES)).to_vec();
+                assert_eq!((f.len(), p.len()), (FRAME_SAMPLES, FRAME_SAMPLES));
+                level_err += (rms_dbfs(&f) - rms_dbfs(&want)).abs();
+                differs += usize::from(f != p);
+                n += 1;
+                continue; // the packet is lost to both
+            }
+            fec.decode(&pkts[i]).unwrap();
+            plc.decode(&pkts[i]).unwrap();
+        }
+        assert!(n >= 5, "{n} lost speech frames");
+        assert_eq!(differs, n, "FEC output equal to PLC: no LBRR found");
+        let level_err = level_err / f64::from(n as u32);
+        assert!(
+            level_err < 4.0,
+            "FEC level off by {level_err:.1} dB on average"
+        );
+    }
+
+    #[test]
+    fn garbage_packets_do_not_break_the_decoder() {
+        let mut dec = OpusDecoder::new();
+        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
+        for _ in 0..20_000 {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            let len = (seed % 120) as usize + 1;
+            let p: Vec<u8> = (0..len)
+                .map(|i| (seed >> (i % 8 * 8)) as u8 ^ i as u8)
+                .collect();
+            if let Ok(pcm) = dec.decode(&p) {
+                assert_eq!(pcm.len(), packet_samples(&p).unwrap());
+            }
+        }
+        let mut enc = OpusEncoder::default();
+        let pkt = enc.encode(&tone(960, 300.0, -20.0)).unwrap().to_vec();
+        assert_eq!(dec.decode(&pkt).unwrap().len(), FRAME_SAMPLES);
+    }
+}

@@ -1,0 +1,27 @@
+//! Audio for the stub models: Opus in and out, server VAD, text to speech and paced playback.
+//!
+//! The pieces, in the order a turn uses them:
+//! - [`input::Listener`] takes the caller's Opus packets as they arrive: it keeps them in an
+//!   [`InputBuffer`] on the input-time axis Realtime events count in, decodes them
+//!   ([`OpusDecoder`], concealing losses) and runs [`Vad`] over the PCM, yielding
+//!   [`VadEvent::SpeechStarted`] / [`VadEvent::SpeechStopped`].
+//! - The echo model fetches the turn's packets with [`InputBuffer::frames_between`]; the TTS model
+//!   gets PCM and word times from [`tts::synthesize`] (blocking: run it off the socket loop).
+//! - A [`Player`] sends either one back in real time, 20 ms per frame, encoding TTS PCM with
+//!   [`OpusEncoder`] as it goes, and stops at once on barge-in.
+//!
+//! Everything is 48 kHz mono; nothing here does I/O on a socket or reads a clock by itself.
+
+pub mod codec;
+pub mod input;
+pub mod player;
+pub mod tts;
+pub mod vad;
+
+pub use codec::{
+    CodecError, EncoderConfig, FRAME_SAMPLES, OpusDecoder, OpusEncoder, SAMPLE_RATE, packet_samples,
+};
+pub use input::{Arrival, InputBuffer, Listener, SILENCE_FRAME};
+pub use player::{OutFrame, Player};
+pub use tts::{Speech, Synth, synthesize, synthesize_with};
+pub use vad::{Vad, VadConfig, VadEvent};

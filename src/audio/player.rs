@@ -1,0 +1,344 @@
+//! Paced output of one response's audio, 20 ms at a time.
+//!
+//! A [`Player`] releases each frame when its send time has come, measured from the first
+//! [`Player::next_frame`] call, with the first [`PRIME_FRAMES`] released at once so the caller's
+//! jitter buffer starts primed (the stream then stays that far ahead of real time). It does no I/O
+//! and reads no clock: the transceiver passes `now`, and [`Player::next_deadline`] tells its timer
+//! heap when to poll again. TTS audio is encoded to Opus frame by frame as it is released, so a
+//! stopped (barged-in) response costs no encoding for the audio never sent.
+
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+
+use super::codec::{FRAME_SAMPLES, OpusEncoder};
+use super::input::SILENCE_FRAME;
+
+/// Frames sent back-to-back at the start of a response.
+pub const PRIME_FRAMES: u64 = 3;
+/// Encoded TTS packets are cut from blocks of this size.
+const ARENA_BYTES: usize = 16 * 1024;
+/// If the caller polls this late, the schedule slips instead of bursting to catch up.
+const MAX_LATENESS: Duration = Duration::from_millis(100);
+
+/// One frame to send: an Opus packet and the 48 kHz media time it covers (the RTP timestamp step).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OutFrame {
+    pub payload: Bytes,
+    pub samples: u32,
+}
+
+enum Source {
+    /// PCM encoded as it is released; `pos` is the next sample.
+    Pcm {
+        pcm: Vec<i16>,
+        pos: usize,
+        encoder: Box<OpusEncoder>,
+        arena: BytesMut,
+        scratch: Vec<i16>,
+    },
+    /// Already-encoded frames (echo: the caller's own packets).
+    Opus {
+        frames: std::vec::IntoIter<(Bytes, u32)>,
+    },
+}
+
+pub struct Player {
+    response_id: String,
+    source: Source,
+    total_samples: u64,
+    /// Samples released so far.
+    sent_samples: u64,
+    /// Time of the first release; frame k is due at `t0 + media_time(k) - lead`.
+    t0: Option<Instant>,
+    /// How far ahead of real time the stream runs (the priming frames).
+    lead: Duration,
+    stopped: bool,
+}
+
+impl std::fmt::Debug for Player {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Player")
+            .field("response_id", &self.response_id)
+            .field("sent_ms", &self.played_ms())
+            .field("total_ms", &self.total_ms())
+            .field("stopped", &self.stopped)
+            .finish()
+    }
+}
+
+fn samples_to_duration(samples: u64) -> Duration {
+    Duration::from_micros(samples * 1_000_000 / 48_000)
+}
+
+impl Player {
+    /// Plays 48 kHz mono PCM (TTS); the last partial frame is padded with silence.
+    pub fn from_pcm(response_id: impl Into<String>, pcm48k: Vec<i16>) -> Self {
+        let frames = pcm48k.len().div_ceil(FRAME_SAMPLES) as u64;
+        Self::new(
+            response_id.into(),
+            Source::Pcm {
+                pcm: pcm48k,
+                pos: 0,
+                encoder: Box::default(),
+                arena: BytesMut::with_capacity(ARENA_BYTES),
+                scratch: vec![0; FRAME_SAMPLES],
+            },
+            frames * FRAME_SAMPLES as u64,
+            PRIME_FRAMES.saturating_sub(1) * FRAME_SAMPLES as u64,
+        )
+    }
+
+    /// Plays already-encoded Opus frames as they are, each with its duration in 48 kHz samples.
+    pub fn from_opus_frames(response_id: impl Into<String>, frames: Vec<(Bytes, u32)>) -> Self {
+        let total = frames.iter().map(|(_, n)| u64::from(*n)).sum();
+        let lead = frames
+            .iter()
+            .take(PRIME_FRAMES.saturating_sub(1) as usize)
+            .map(|(_, n)| u64::from(*n))
+            .sum();
+        Self::new(
+            response_id.into(),
+            Source::Opus {
+                frames: frames.into_iter(),
+            },
+            total,
+            lead,
+        )
+    }
+
+    fn new(response_id: String, source: Source, total_samples: u64, lead_samples: u64) -> Self {
+        Self {
+            response_id,
+            source,
+            total_samples,
+            sent_samples: 0,
+            t0: None,
+            lead: samples_to_duration(lead_samples),
+            stopped: false,
+        }
+    }
+
+    pub fn response_id(&self) -> &str {
+        &self.response_id
+    }
+
+    /// When the next frame is due; `None` when nothing is left, and before the first
+    /// [`next_frame`](Self::next_frame) call (the first frame is due at once: poll right away).
+    pub fn next_deadline(&self) -> Option<Instant> {
+        if self.is_done() {
+            return None;
+        }
+        let t0 = self.t0?;
+        Some(
+            (t0 + samples_to_duration(self.sent_samples))
+                .checked_sub(self.lead)
+                .unwrap_or(t0)
+                .max(t0),
+        )
+    }
+
+    /// The next frame if its time has come. Call it until it returns `None`, then sleep until
+    /// [`next_deadline`](Self::next_deadline).
+    pub fn next_frame(&mut self, now: Instant) -> Option<OutFrame> {
+        if self.is_done() {
+            return None;
+        }
+        let t0 = *self.t0.get_or_insert(now);
+        let due = self.next_deadline().unwrap_or(t0);
+        if now < due {
+            return None;
+        }
+        if now - due > MAX_LATENESS {
+            // The loop stalled: start the rest of the schedule from now rather than burst.
+            self.t0 = Some(t0 + (now - due));
+        }
+        let frame = match &mut self.source {
+            Source::Pcm {
+                pcm,
+                pos,
+                encoder,
+                arena,
+                scratch,
+            } => {
+                let end = (*pos + FRAME_SAMPLES).min(pcm.len());
+                let n = end - *pos;
+                scratch[..n].copy_from_slice(&pcm[*pos..end]);
+                scratch[n..].fill(0);
+                *pos = end;
+                // An encoder failure costs one frame of silence, not the response.
+                let packet = encoder.encode(scratch).unwrap_or(&SILENCE_FRAME);
+                // Packets are cut from a 16 KB arena (a new one when it is used up), so most
+                // frames allocate nothing.
+                if arena.capacity() < packet.len() {
+                    *arena = BytesMut::with_capacity(ARENA_BYTES);
+                }
+                arena.extend_from_slice(packet);
+                OutFrame {
+                    payload: arena.split().freeze(),
+                    samples: FRAME_SAMPLES as u32,
+                }
+            }
+            Source::Opus { frames } => {
+                let (payload, samples) = frames.next()?;
+                OutFrame { payload, samples }
+            }
+        };
+        self.sent_samples += u64::from(frame.samples);
+        Some(frame)
+    }
+
+    /// Milliseconds of audio released so far.
+    pub fn played_ms(&self) -> u64 {
+        self.sent_samples / 48
+    }
+
+    /// Milliseconds the caller can have heard by `now`: what was released, less what is still
+    /// ahead of real time in their jitter buffer. Use it to truncate an interrupted item.
+    pub fn heard_ms(&self, now: Instant) -> u64 {
+        let elapsed = self
+            .t0
+            .map_or(0, |t0| now.saturating_duration_since(t0).as_millis() as u64);
+        elapsed.min(self.played_ms())
+    }
+
+    pub fn total_ms(&self) -> u64 {
+        self.total_samples / 48
+    }
+
+    /// All frames released, or stopped.
+    pub fn is_done(&self) -> bool {
+        self.stopped || self.sent_samples >= self.total_samples
+    }
+
+    pub fn is_stopped(&self) -> bool {
+        self.stopped
+    }
+
+    /// Stops at once: no frame is released after this.
+    pub fn stop(&mut self) {
+        self.stopped = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audio::codec::{OpusDecoder, packet_samples};
+
+    const MS: Duration = Duration::from_millis(1);
+
+    /// Polls like a transceiver loop would, at `step` intervals for `span`; returns (ms since
+    /// start, frame) for each release.
+    fn drive(p: &mut Player, t0: Instant, step: Duration, span: Duration) -> Vec<(u64, OutFrame)> {
+        let mut out = Vec::new();
+        let mut now = t0;
+        while now <= t0 + span {
+            while let Some(f) = p.next_frame(now) {
+                out.push(((now - t0).as_millis() as u64, f));
+            }
+            now += step;
+        }
+        out
+    }
+
+    #[test]
+    fn pcm_is_paced_in_real_time_after_a_short_burst() {
+        let pcm: Vec<i16> = (0..48_000 + 100)
+            .map(|i| ((i % 100) * 100) as i16)
+            .collect();
+        let mut p = Player::from_pcm("resp_1", pcm);
+        assert_eq!(p.response_id(), "resp_1");
+        assert_eq!(p.total_ms(), 1020); // 51 frames, the last padded
+        assert_eq!(p.next_deadline(), None);
+        let t0 = Instant::now();
+        let sent = drive(&mut p, t0, MS, Duration::from_secs(2));
+        assert_eq!(sent.len(), 51);
+        // Three frames at once, then one per 20 ms.
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t).collect();
+        assert_eq!(&times[..5], &[0, 0, 0, 20, 40]);
+        assert_eq!(times[50], 48 * 20);
+        let mut dec = OpusDecoder::new();
+        for (_, f) in &sent {
+            assert_eq!(f.samples, 960);
+            assert_eq!(packet_samples(&f.payload), Ok(960));
+            assert_eq!(dec.decode(&f.payload).unwrap().len(), 960);
+        }
+        assert!(p.is_done());
+        assert_eq!(p.played_ms(), 1020);
+        assert_eq!(p.next_deadline(), None);
+        assert_eq!(p.next_frame(t0 + Duration::from_secs(5)), None);
+    }
+
+    #[test]
+    fn deadline_tells_when_to_wake() {
+        let mut p = Player::from_pcm("r", vec![1000; 960 * 10]);
+        let t0 = Instant::now();
+        for _ in 0..3 {
+            assert!(p.next_frame(t0).is_some());
+        }
+        assert_eq!(p.next_frame(t0), None);
+        assert_eq!(p.next_deadline(), Some(t0 + 20 * MS));
+        assert_eq!(p.next_frame(t0 + 19 * MS), None);
+        assert!(p.next_frame(t0 + 20 * MS).is_some());
+        assert_eq!(p.next_deadline(), Some(t0 + 40 * MS));
+    }
+
+    #[test]
+    fn opus_frames_pass_through_with_their_durations() {
+        let frames: Vec<(Bytes, u32)> = (0..6u8)
+            .map(|i| (Bytes::from(vec![0xf8, i]), if i == 4 { 1920 } else { 960 }))
+            .collect();
+        let mut p = Player::from_opus_frames("r", frames.clone());
+        assert_eq!(p.total_ms(), 140);
+        let t0 = Instant::now();
+        let sent = drive(&mut p, t0, MS, Duration::from_millis(500));
+        let times: Vec<u64> = sent.iter().map(|(t, _)| *t).collect();
+        // Frame 5 waits for frame 4's 40 ms.
+        assert_eq!(times, vec![0, 0, 0, 20, 40, 80]);
+        let got: Vec<(Bytes, u32)> = sent
+            .into_iter()
+            .map(|(_, f)| (f.payload, f.samples))
+            .collect();
+        assert_eq!(got, frames);
+    }
+
+    #[test]
+    fn stop_is_immediate_and_heard_ms_trails_played_ms() {
+        let mut p = Player::from_pcm("r", vec![1000; 48_000 * 5]);
+        let t0 = Instant::now();
+        let sent = drive(&mut p, t0, 5 * MS, Duration::from_millis(300));
+        assert_eq!(sent.len(), 18); // 3 primed + one per 20 ms for 300 ms
+        let now = t0 + 300 * MS;
+        assert_eq!(p.played_ms(), 360);
+        assert_eq!(p.heard_ms(now), 300);
+        p.stop();
+        assert!(p.is_done() && p.is_stopped());
+        assert_eq!(p.next_frame(now + Duration::from_secs(1)), None);
+        assert_eq!(p.next_deadline(), None);
+        assert_eq!(p.played_ms(), 360);
+    }
+
+    #[test]
+    fn a_stalled_loop_does_not_get_a_burst() {
+        let mut p = Player::from_pcm("r", vec![1000; 48_000]);
+        let t0 = Instant::now();
+        assert!(p.next_frame(t0).is_some());
+        // The loop wakes 500 ms late: one frame now, then the schedule continues from here.
+        let late = t0 + 500 * MS;
+        let mut burst = 0;
+        while p.next_frame(late).is_some() {
+            burst += 1;
+        }
+        assert_eq!(burst, 2);
+        assert_eq!(p.next_frame(late + 5 * MS), None);
+    }
+
+    #[test]
+    fn empty_input_is_done_at_once() {
+        let mut p = Player::from_pcm("r", Vec::new());
+        assert!(p.is_done());
+        assert_eq!(p.next_frame(Instant::now()), None);
+        assert!(Player::from_opus_frames("r", Vec::new()).is_done());
+    }
+}

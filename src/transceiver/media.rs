@@ -1,0 +1,374 @@
+//! The voice side of one call: caller audio → server VAD → Realtime engine, and the engine's
+//! actions → paced outgoing audio.
+//!
+//! Two modes. `loopback` reflects every frame at once (the network reference used by the
+//! transport tests and the load generator). `voice` is what the Realtime stubs need: decode
+//! for VAD, keep the caller's frames for the echo model, synthesize text for the TTS stub (off
+//! the socket thread: the worker runs [`TtsRequest`]s and hands back the speech), and stop
+//! outgoing audio within the packet that detects a barge-in.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::audio::input::Listener;
+use crate::audio::player::Player;
+use crate::audio::tts;
+use crate::audio::vad::{VadConfig, VadEvent};
+use crate::model::{AudioIn, Model};
+use crate::realtime::{Action, Conversation, Speech};
+
+/// Without packets for this long mid-turn (DTX, a muted or vanished mic), input time is
+/// advanced by the clock so the turn can still end.
+const IDLE_ADVANCE: Duration = Duration::from_millis(100);
+/// Arrival times kept to time barge-in and turn latency (≈ 2 s of 20 ms frames).
+const ARRIVALS_KEPT: usize = 100;
+
+/// Speech to synthesize for a response, run by the worker off the socket thread.
+#[derive(Debug, Clone)]
+pub struct TtsRequest {
+    pub response_id: String,
+    pub text: String,
+    pub voice: String,
+}
+
+/// Latencies measured at the server, per call (the last occurrence of each).
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct VoiceTimings {
+    /// Caller's speech onset (arrival of the packet holding it) → last outgoing audio packet
+    /// of the interrupted response.
+    pub barge_in_ms: Option<u64>,
+    /// Arrival of the caller's last speech packet → first audio packet of the reply.
+    pub turn_ms: Option<u64>,
+    pub barge_ins: u64,
+    pub turns_answered: u64,
+}
+
+pub enum Media {
+    Loopback(Box<dyn Model>),
+    Voice(Box<Voice>),
+}
+
+pub struct Voice {
+    listener: Listener,
+    player: Option<Player>,
+    /// The response whose speech is being synthesized.
+    awaiting_tts: Option<String>,
+    last_packet: Option<Instant>,
+    /// (input ms at packet start, arrival) of recent packets.
+    arrivals: VecDeque<(u64, Instant)>,
+    prefix_padding_ms: u64,
+    silence_ms: u64,
+    /// Arrival of the current turn's onset packet.
+    onset_at: Option<Instant>,
+    /// When the last turn's speech ended (arrival of its last speech packet).
+    speech_end_at: Option<Instant>,
+    last_sent_at: Option<Instant>,
+    first_frame_pending: bool,
+    pub timings: VoiceTimings,
+}
+
+impl Media {
+    pub fn for_model(name: &str) -> Media {
+        if name.eq_ignore_ascii_case("loopback") {
+            Media::Loopback(crate::model::loopback())
+        } else {
+            Media::Voice(Box::new(Voice::new()))
+        }
+    }
+
+    pub fn timings(&self) -> VoiceTimings {
+        match self {
+            Media::Voice(v) => v.timings,
+            Media::Loopback(_) => VoiceTimings::default(),
+        }
+    }
+
+    /// One decrypted RTP packet from the caller.
+    pub fn on_rtp(
+        &mut self,
+        now: Instant,
+        payload: &Bytes,
+        rtp_ts: u32,
+        seq: u16,
+        conv: &mut Conversation,
+    ) {
+        match self {
+            Media::Loopback(m) => m.on_audio(
+                now,
+                AudioIn {
+                    payload,
+                    rtp_timestamp: rtp_ts,
+                    sequence: seq,
+                },
+            ),
+            Media::Voice(v) => v.on_rtp(now, payload, rtp_ts, conv),
+        }
+    }
+
+    pub fn on_action(
+        &mut self,
+        now: Instant,
+        action: Action,
+        conv: &mut Conversation,
+    ) -> Option<TtsRequest> {
+        match self {
+            Media::Voice(v) => v.on_action(now, action, conv),
+            // Loopback has no turns: answer every response at once so the engine stays consistent.
+            Media::Loopback(_) => {
+                if let Action::Speak { response_id, .. } = action {
+                    conv.on_audio_done(&response_id);
+                }
+                None
+            }
+        }
+    }
+
+    pub fn on_tts_ready(
+        &mut self,
+        response_id: &str,
+        speech: tts::Speech,
+        conv: &mut Conversation,
+    ) {
+        if let Media::Voice(v) = self {
+            v.on_tts_ready(response_id, speech, conv);
+        }
+    }
+
+    /// The next frame to send now, if any.
+    pub fn next_audio(&mut self, now: Instant, conv: &mut Conversation) -> Option<(Bytes, u32)> {
+        match self {
+            Media::Loopback(m) => m.poll_audio(now).map(|f| (f.payload, f.samples_48k)),
+            Media::Voice(v) => v.next_audio(now, conv),
+        }
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self {
+            Media::Loopback(_) => None,
+            Media::Voice(v) => v.poll_timeout(),
+        }
+    }
+
+    pub fn on_timeout(&mut self, now: Instant, conv: &mut Conversation) {
+        if let Media::Voice(v) = self {
+            v.on_timeout(now, conv);
+        }
+    }
+
+    /// Applies the session's turn detection settings to the VAD.
+    pub fn configure(&mut self, conv: &Conversation) {
+        if let (Media::Voice(v), Some(td)) = (self, conv.turn_detection()) {
+            let cfg = VadConfig {
+                threshold: td.threshold,
+                prefix_padding_ms: td.prefix_padding_ms,
+                silence_duration_ms: td.silence_duration_ms,
+                ..VadConfig::default()
+            };
+            if *v.listener.vad().config() != cfg {
+                v.listener.vad_mut().set_config(cfg);
+            }
+            v.prefix_padding_ms = u64::from(td.prefix_padding_ms);
+            v.silence_ms = u64::from(td.silence_duration_ms);
+        }
+    }
+}
+
+impl Voice {
+    fn new() -> Self {
+        let cfg = VadConfig::default();
+        Voice {
+            listener: Listener::new(cfg),
+            player: None,
+            awaiting_tts: None,
+            last_packet: None,
+            arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
+            prefix_padding_ms: u64::from(cfg.prefix_padding_ms),
+            silence_ms: u64::from(cfg.silence_duration_ms),
+            onset_at: None,
+            speech_end_at: None,
+            last_sent_at: None,
+            first_frame_pending: false,
+            timings: VoiceTimings::default(),
+        }
+    }
+
+    fn on_rtp(&mut self, now: Instant, payload: &Bytes, rtp_ts: u32, conv: &mut Conversation) {
+        self.last_packet = Some(now);
+        let before = self.listener.buffer.now_ms();
+        let events = self.listener.on_packet(payload.clone(), Some(rtp_ts));
+        let input_ms = self.listener.buffer.now_ms();
+        if input_ms != before {
+            if self.arrivals.len() == ARRIVALS_KEPT {
+                self.arrivals.pop_front();
+            }
+            self.arrivals.push_back((before, now));
+        }
+        conv.on_input_audio(input_ms);
+        for ev in events {
+            self.on_vad(ev, conv);
+        }
+    }
+
+    fn arrival_of(&self, input_ms: u64) -> Option<Instant> {
+        self.arrivals
+            .iter()
+            .rev()
+            .find(|(ms, _)| *ms <= input_ms)
+            .map(|(_, t)| *t)
+    }
+
+    fn on_vad(&mut self, ev: VadEvent, conv: &mut Conversation) {
+        match ev {
+            VadEvent::SpeechStarted { audio_start_ms } => {
+                self.onset_at = self.arrival_of(audio_start_ms + self.prefix_padding_ms);
+                conv.on_speech_started(audio_start_ms);
+            }
+            VadEvent::SpeechStopped {
+                audio_end_ms,
+                speech_end_ms,
+            } => {
+                self.speech_end_at = self.arrival_of(speech_end_ms);
+                conv.on_speech_stopped(audio_end_ms);
+            }
+        }
+    }
+
+    fn on_action(
+        &mut self,
+        now: Instant,
+        action: Action,
+        conv: &mut Conversation,
+    ) -> Option<TtsRequest> {
+        match action {
+            Action::Speak {
+                response_id,
+                speech,
+                ..
+            } => match speech {
+                Speech::EchoInput {
+                    audio_start_ms,
+                    audio_end_ms,
+                    ..
+                } => {
+                    let frames = self
+                        .listener
+                        .buffer
+                        .frames_between(audio_start_ms, audio_end_ms);
+                    if frames.is_empty() {
+                        conv.on_audio_done(&response_id);
+                    } else {
+                        self.start(Player::from_opus_frames(response_id, frames));
+                    }
+                    None
+                }
+                Speech::Text { text } => {
+                    self.awaiting_tts = Some(response_id.clone());
+                    Some(TtsRequest {
+                        response_id,
+                        text,
+                        voice: conv.voice().to_owned(),
+                    })
+                }
+            },
+            Action::StopAudio { response_id } => {
+                if self.awaiting_tts.as_deref() == Some(response_id.as_str()) {
+                    self.awaiting_tts = None;
+                }
+                if let Some(p) = self.player.as_mut()
+                    && p.response_id() == response_id
+                {
+                    p.stop();
+                    self.player = None;
+                    if let (Some(onset), Some(last)) = (self.onset_at, self.last_sent_at) {
+                        self.timings.barge_in_ms =
+                            Some(last.saturating_duration_since(onset).as_millis() as u64);
+                        self.timings.barge_ins += 1;
+                        log::info!(
+                            "barge-in: last outgoing audio {} ms after speech onset",
+                            last.saturating_duration_since(onset).as_millis()
+                        );
+                    }
+                }
+                let _ = now;
+                None
+            }
+            Action::ClearInput => {
+                self.listener.clear();
+                None
+            }
+        }
+    }
+
+    fn start(&mut self, player: Player) {
+        if let Some(mut old) = self.player.take() {
+            old.stop();
+        }
+        self.player = Some(player);
+        self.first_frame_pending = true;
+    }
+
+    fn on_tts_ready(&mut self, response_id: &str, speech: tts::Speech, conv: &mut Conversation) {
+        if self.awaiting_tts.as_deref() != Some(response_id) {
+            return; // cancelled while synthesizing
+        }
+        self.awaiting_tts = None;
+        if speech.pcm48k.is_empty() {
+            conv.on_audio_done(response_id);
+            return;
+        }
+        conv.on_audio_length(response_id, speech.duration_ms());
+        self.start(Player::from_pcm(response_id, speech.pcm48k));
+    }
+
+    fn next_audio(&mut self, now: Instant, conv: &mut Conversation) -> Option<(Bytes, u32)> {
+        let p = self.player.as_mut()?;
+        if let Some(f) = p.next_frame(now) {
+            let rid = p.response_id().to_owned();
+            let played = p.played_ms();
+            self.last_sent_at = Some(now);
+            if self.first_frame_pending {
+                self.first_frame_pending = false;
+                if let Some(end) = self.speech_end_at.take() {
+                    self.timings.turn_ms =
+                        Some(now.saturating_duration_since(end).as_millis() as u64);
+                    self.timings.turns_answered += 1;
+                }
+            }
+            conv.on_audio_progress(&rid, played);
+            return Some((f.payload, f.samples));
+        }
+        if p.is_done() {
+            let rid = p.response_id().to_owned();
+            self.player = None;
+            conv.on_audio_done(&rid);
+        }
+        None
+    }
+
+    fn poll_timeout(&self) -> Option<Instant> {
+        let player = self.player.as_ref().and_then(|p| p.next_deadline());
+        let idle = if self.listener.vad().is_speaking() {
+            self.last_packet.map(|t| t + IDLE_ADVANCE)
+        } else {
+            None
+        };
+        match (player, idle) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn on_timeout(&mut self, now: Instant, conv: &mut Conversation) {
+        if let Some(last) = self.last_packet
+            && self.listener.vad().is_speaking()
+            && now.duration_since(last) >= IDLE_ADVANCE
+            && let Some(ev) = self
+                .listener
+                .idle_for(now.duration_since(last).as_millis() as u64)
+        {
+            self.on_vad(ev, conv);
+        }
+    }
+}
