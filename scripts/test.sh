@@ -29,6 +29,8 @@ apt_pkgs=()
 command -v node >/dev/null 2>&1 || apt_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
 [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
+# The tts model (and the echo model's text replies) speak through espeak-ng when it is installed.
+command -v espeak-ng >/dev/null 2>&1 || apt_pkgs+=(espeak-ng)
 # --- services used by tests: add later ones (databases, brokers, …) here --------------------------------
 [ -x /usr/bin/redis-server ] || apt_pkgs+=(redis-server)
 # ---------------------------------------------------------------------------------------------------------
@@ -44,8 +46,12 @@ if [ "$node_major" -lt 18 ]; then
   exit 1
 fi
 
-# Node packages for the e2e test (playwright-core only; it drives the system chromium, downloads no browser).
+# Node packages for the e2e tests: playwright-core (drives the system chromium, downloads no browser), and for
+# the Realtime client tests the official @openai/agents-realtime SDK plus esbuild, which bundles the SDK page
+# in memory at test time (its platform binary is the @esbuild/<platform> optional dependency).
 if [ ! -d tests/e2e/node_modules/playwright-core ] \
+  || [ ! -d tests/e2e/node_modules/@openai/agents-realtime ] \
+  || [ ! -d tests/e2e/node_modules/esbuild ] \
   || [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then
   log "npm ci (tests/e2e)"
   (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
@@ -80,7 +86,8 @@ fi
 export VOICE_EDGE_BIN
 
 # ---------------------------------------------------------------------------------------------------------
-# 3. End to end: headless chromium, fake microphone (fixtures/speech.wav), demo page → echo.
+# 3. End to end: headless chromium, fake microphone (fixtures/*.wav): demo page → echo; the official
+#    @openai/agents-realtime SDK (realtime-sdk.test.mjs) and the plain WebRTC flow (plain-flow.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

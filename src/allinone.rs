@@ -40,6 +40,10 @@ pub struct AllInOneConfig {
     pub learn_outbound: bool,
     pub flow_ttl: Duration,
     pub lifecycle: Lifecycle,
+    /// Refuse calls without a server key or an unexpired ephemeral key.
+    pub require_keys: bool,
+    /// Server keys (`Authorization: Bearer …`) accepted for calls and for minting.
+    pub api_keys: Vec<String>,
 }
 
 impl Default for AllInOneConfig {
@@ -57,6 +61,8 @@ impl Default for AllInOneConfig {
             learn_outbound: true,
             flow_ttl: Duration::from_secs(120),
             lifecycle: Lifecycle::default(),
+            require_keys: false,
+            api_keys: vec![],
         }
     }
 }
@@ -306,7 +312,9 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         }
         other => Err(format!("unknown admin action {other:?}")),
     });
-    let signaling = Signaling::new(views, stats).with_admin(admin);
+    let signaling = Signaling::new(views, stats).with_admin(admin).with_keys(
+        crate::signaling::keys::Keys::new(cfg.require_keys, cfg.api_keys.clone()),
+    );
     let listener = tokio::net::TcpListener::bind(cfg.http).await?;
     let http_addr = listener.local_addr()?;
     let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);

@@ -56,6 +56,12 @@ struct AllInOneArgs {
     /// Use this Redis for the flow cache instead of the embedded one (redis://HOST:PORT).
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: Option<String>,
+    /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.
+    #[arg(long, env = "VOICE_EDGE_REQUIRE_KEYS")]
+    require_keys: bool,
+    /// A server API key (repeatable); it may mint ephemeral keys and place calls.
+    #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
+    api_keys: Vec<String>,
 }
 
 #[derive(Args, Debug)]
@@ -160,6 +166,8 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
             relay_workers: a.relay_workers,
             route_secret: a.route_secret,
             redis_url: a.redis_url,
+            require_keys: a.require_keys,
+            api_keys: a.api_keys,
             ..Default::default()
         })
         .await?;

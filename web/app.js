@@ -355,10 +355,12 @@
   async function stop() {
     const c = call;
     if (!c || c.ended) return;
+    // Hang up first: once the peer connection closes the server ends the call by itself, and
+    // a hangup arriving after that would find no call.
+    await sendHangup(c);
     teardown(c);
     setState('ended');
     logEvent('hung up', null, 'note');
-    await sendHangup(c);
   }
 
   ui.start.addEventListener('click', () => {

@@ -56,6 +56,8 @@ pub struct Voice {
     /// The response whose speech is being synthesized.
     awaiting_tts: Option<String>,
     last_packet: Option<Instant>,
+    /// When input time was last advanced by the clock (packets stopped mid-turn).
+    idle_checked: Option<Instant>,
     /// (input ms at packet start, arrival) of recent packets.
     arrivals: VecDeque<(u64, Instant)>,
     prefix_padding_ms: u64,
@@ -183,6 +185,7 @@ impl Voice {
             player: None,
             awaiting_tts: None,
             last_packet: None,
+            idle_checked: None,
             arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
             prefix_padding_ms: u64::from(cfg.prefix_padding_ms),
             silence_ms: u64::from(cfg.silence_duration_ms),
@@ -350,7 +353,11 @@ impl Voice {
     fn poll_timeout(&self) -> Option<Instant> {
         let player = self.player.as_ref().and_then(|p| p.next_deadline());
         let idle = if self.listener.vad().is_speaking() {
-            self.last_packet.map(|t| t + IDLE_ADVANCE)
+            let since = match (self.last_packet, self.idle_checked) {
+                (Some(p), Some(c)) => Some(p.max(c)),
+                (p, c) => p.or(c),
+            };
+            since.map(|t| t + IDLE_ADVANCE)
         } else {
             None
         };

@@ -250,7 +250,11 @@ impl Worker {
         for req in s.take_tts_requests() {
             spawn_tts(req, s.call_id.clone(), self.commands.clone());
         }
-        let next = s.poll_timeout();
+        // A deadline that is already due is retried a millisecond later: a component that keeps
+        // asking for "now" must not spin the loop (every other session would starve).
+        let next = s
+            .poll_timeout()
+            .map(|t| t.max(now + Duration::from_millis(1)));
         if next != s.next_timeout {
             s.next_timeout = next;
             if let Some(t) = next {

@@ -1,5 +1,6 @@
-// Shared by demo.test.mjs and connect-timings.mjs: start the voice-edge binary, drive the demo page in
-// Debian's chromium (headless, fake microphone playing fixtures/speech.wav), collect diagnostics.
+// Shared by demo.test.mjs, connect-timings.mjs, realtime-sdk.test.mjs and plain-flow.test.mjs: start the
+// voice-edge binary, drive pages in Debian's chromium (headless, fake microphone looping a fixtures/ WAV,
+// fixtures/speech.wav by default), collect diagnostics.
 import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
@@ -157,8 +158,11 @@ export async function startServer({ readyMs = 30_000, extraArgs = [] } = {}) {
   throw new Error(`server not ready on ${server.baseUrl} after ${readyMs} ms (${lastErr && lastErr.message})\n${server.log()}`);
 }
 
-/** The chromium flags the e2e test is specified with: headless, fake mic playing the speech fixture. */
-export function chromiumArgs() {
+/**
+ * The chromium flags the e2e test is specified with: headless, fake mic playing the speech fixture
+ * (or `audioFile`, a WAV that chromium loops as the microphone).
+ */
+export function chromiumArgs(audioFile = SPEECH_WAV) {
   return [
     '--headless',
     '--no-sandbox',
@@ -170,19 +174,25 @@ export function chromiumArgs() {
     '--disable-sync',
     '--use-fake-ui-for-media-stream',
     '--use-fake-device-for-media-stream',
-    `--use-file-for-fake-audio-capture=${SPEECH_WAV}`,
+    `--use-file-for-fake-audio-capture=${audioFile}`,
     '--autoplay-policy=no-user-gesture-required',
   ];
 }
 
-export async function launchBrowser() {
+/** Headless chromium whose fake microphone loops `audioFile` (default fixtures/speech.wav). */
+export async function launchBrowser({ audioFile = SPEECH_WAV } = {}) {
   if (!fs.existsSync(CHROMIUM)) throw new Error(`chromium not found at ${CHROMIUM} (apt-get install chromium)`);
-  if (!fs.existsSync(SPEECH_WAV)) throw new Error(`fixture missing: ${SPEECH_WAV}`);
-  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: chromiumArgs(), timeout: 30_000 });
+  if (!fs.existsSync(audioFile)) throw new Error(`fixture missing: ${audioFile}`);
+  return chromium.launch({ executablePath: CHROMIUM, headless: true, args: chromiumArgs(audioFile), timeout: 30_000 });
 }
 
 /** A fresh context + page on the demo, with console/page errors captured into `console` lines. */
 export async function openDemo(browser, baseUrl) {
+  return openPage(browser, baseUrl);
+}
+
+/** A fresh context + page on `url`, with console/page errors and HTTP failures captured into `consoleLines`. */
+export async function openPage(browser, url) {
   const context = await browser.newContext();
   const page = await context.newPage();
   const consoleLines = [];
@@ -192,7 +202,7 @@ export async function openDemo(browser, baseUrl) {
   page.on('response', (r) => {
     if (r.status() >= 400) consoleLines.push(`[http ${r.status()}] ${r.request().method()} ${r.url()}`);
   });
-  await page.goto(baseUrl, { waitUntil: 'load', timeout: 15_000 });
+  await page.goto(url, { waitUntil: 'load', timeout: 15_000 });
   return { context, page, consoleLines };
 }
 
@@ -310,17 +320,23 @@ export async function diagnostics({ page, consoleLines, server }) {
     }
   }
   if (consoleLines) parts.push(`browser console (${consoleLines.length} lines):\n${consoleLines.join('\n')}`);
-  if (server) {
-    parts.push(`server: ${server.bin} ${server.args.join(' ')}`);
+  if (server) parts.push(await serverDiagnostics(server));
+  return parts.join('\n\n');
+}
+
+/** The server half of a failure dump: command line, GET /admin/stats (and `adminPaths`), server log tail. */
+export async function serverDiagnostics(server, { adminPaths = ['/admin/stats'], logLines = 200 } = {}) {
+  const parts = [`server: ${server.bin} ${server.args.join(' ')}`];
+  for (const p of adminPaths) {
     try {
-      const res = await fetch(new URL('/admin/stats', server.baseUrl), { signal: AbortSignal.timeout(2000) });
-      parts.push(`GET /admin/stats → ${res.status}: ${await res.text()}`);
+      const res = await fetch(new URL(p, server.baseUrl), { signal: AbortSignal.timeout(2000) });
+      parts.push(`GET ${p} → ${res.status}: ${await res.text()}`);
     } catch (e) {
-      parts.push(`GET /admin/stats failed: ${e.message}`);
+      parts.push(`GET ${p} failed: ${e.message}`);
     }
-    const log = server.log().split('\n');
-    parts.push(`server log (last ${Math.min(log.length, 200)} lines):\n${log.slice(-200).join('\n')}`);
   }
+  const log = server.log().split('\n');
+  parts.push(`server log (last ${Math.min(log.length, logLines)} lines):\n${log.slice(-logLines).join('\n')}`);
   return parts.join('\n\n');
 }
 

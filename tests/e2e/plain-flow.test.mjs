@@ -1,0 +1,224 @@
+// The plain browser flow of OpenAI's Realtime WebRTC guide, no SDK: getUserMedia → RTCPeerConnection with
+// the mic track and a data channel 'oai-events' → fetch(POST {base}/v1/realtime/calls, offer SDP,
+// Authorization: Bearer ek_…) → setRemoteDescription(answer). The page is served from another loopback
+// origin than voice-edge, so the fetch is a real cross-origin request (CORS preflight, exposed Location).
+// Fake microphone: fixtures/turn.wav (1 s silence, one sentence, 6.5 s silence; chromium loops it).
+//
+//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/plain-flow.test.mjs
+import assert from 'node:assert/strict';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { REPO_ROOT, launchBrowser, openPage, serverDiagnostics, startServer } from './harness.mjs';
+import {
+  TURN_CYCLE,
+  adminCalls,
+  checkResponse,
+  cycleTypes,
+  eventDump,
+  findCall,
+  inboundAudio,
+  mintClientSecret,
+  pageEvents,
+  sleep,
+  startStaticServer,
+  waitForEvent,
+} from './realtime-util.mjs';
+
+const TURN_WAV = path.join(REPO_ROOT, 'fixtures', 'turn.wav');
+const FILE_TIMEOUT_MS = 90_000;
+
+// The guide's code, nearly verbatim, plus recording into window.rt for the test.
+const PAGE_SCRIPT = String.raw`
+const rt = (window.rt = { events: [], sent: [], pc: null, dc: null, calls: null, ontrack: null, error: null });
+const now = () => performance.now();
+
+window.startPlain = async ({ baseUrl, key }) => {
+  // Create a peer connection
+  const pc = new RTCPeerConnection();
+  rt.pc = pc;
+
+  // Set up to play remote audio from the model
+  const audioElement = document.createElement('audio');
+  audioElement.autoplay = true;
+  pc.ontrack = (e) => {
+    rt.ontrack = { t: now(), streams: e.streams.length, kind: e.track.kind };
+    audioElement.srcObject = e.streams[0];
+  };
+
+  // Add local audio track for microphone input in the browser
+  const ms = await navigator.mediaDevices.getUserMedia({ audio: true });
+  pc.addTrack(ms.getTracks()[0]);
+
+  // Set up data channel for sending and receiving events
+  const dc = pc.createDataChannel('oai-events');
+  rt.dc = dc;
+  dc.addEventListener('open', () => (rt.dcOpen = now()));
+  dc.addEventListener('message', (e) => {
+    let ev;
+    try {
+      ev = JSON.parse(e.data);
+    } catch (err) {
+      ev = { type: '(unparsable)', data: String(e.data).slice(0, 200), binary: typeof e.data !== 'string' };
+    }
+    rt.events.push({ t: now(), ...ev, textFrame: typeof e.data === 'string' });
+  });
+
+  // Start the session using the Session Description Protocol (SDP)
+  const offer = await pc.createOffer();
+  await pc.setLocalDescription(offer);
+
+  const t0 = now();
+  const sdpResponse = await fetch(baseUrl + '/v1/realtime/calls', {
+    method: 'POST',
+    body: offer.sdp,
+    headers: {
+      Authorization: 'Bearer ' + key,
+      'Content-Type': 'application/sdp',
+    },
+  });
+  const body = await sdpResponse.text();
+  rt.calls = { ms: now() - t0, status: sdpResponse.status, location: sdpResponse.headers.get('Location'), contentType: sdpResponse.headers.get('Content-Type') };
+  if (!sdpResponse.ok) throw new Error('POST /v1/realtime/calls → ' + sdpResponse.status + ': ' + body);
+  await pc.setRemoteDescription({ type: 'answer', sdp: body });
+  await new Promise((resolve, reject) => {
+    if (dc.readyState === 'open') return resolve();
+    dc.addEventListener('open', resolve, { once: true });
+    dc.addEventListener('close', () => reject(new Error('data channel closed before open')), { once: true });
+  });
+  return { calls: rt.calls, openMs: now() - t0 };
+};
+
+window.sendEvent = (ev) => {
+  rt.dc.send(JSON.stringify(ev));
+  rt.sent.push({ t: now(), ...ev });
+};
+`;
+
+const HTML = `<!doctype html>
+<html><head><meta charset="utf-8"><title>plain Realtime WebRTC flow</title></head>
+<body><p>plain WebRTC flow against voice-edge</p><script>${PAGE_SCRIPT}</script></body></html>`;
+
+describe('plain WebRTC flow (fetch + RTCPeerConnection, no SDK) in headless chromium', { timeout: FILE_TIMEOUT_MS }, () => {
+  let server = null;
+  let pages = null;
+  let browser = null;
+  let ctx = null;
+
+  before(async () => {
+    server = await startServer({ readyMs: 30_000 });
+    pages = await startStaticServer({ '/': { type: 'text/html; charset=utf-8', body: HTML } });
+    browser = await launchBrowser({ audioFile: TURN_WAV });
+  });
+
+  after(async () => {
+    if (ctx) await ctx.context.close().catch(() => {});
+    if (browser) await browser.close().catch(() => {});
+    if (pages) await pages.close().catch(() => {});
+    if (server) await server.stop().catch(() => {});
+  });
+
+  test('offer → answer cross-origin, session.created/updated, a spoken turn with audio back', { timeout: 60_000 }, async () => {
+    try {
+      const key = await mintClientSecret(server);
+      console.log(`plain flow: page origin ${pages.origin}, voice-edge ${server.baseUrl}; key: ${key.note}`);
+      ctx = await openPage(browser, `${pages.origin}/`);
+      const { page } = ctx;
+      const baseUrl = server.baseUrl.replace(/\/$/, '');
+      const started = await Promise.race([
+        page.evaluate((o) => window.startPlain(o), { baseUrl, key: key.key }),
+        sleep(15_000).then(() => {
+          throw new Error('offer/answer + data channel open did not finish within 15 s');
+        }),
+      ]);
+      console.log(`plain flow: POST /v1/realtime/calls ${started.calls.status} in ${started.calls.ms.toFixed(0)} ms, data channel open after ${started.openMs.toFixed(0)} ms`);
+      assert.equal(started.calls.status, 201, 'POST /v1/realtime/calls status');
+      assert.match(String(started.calls.location), /\/v1\/realtime\/calls\/[^/\s]+$/, 'Location header readable cross-origin');
+
+      // session.created on open; session.updated (full effective config) for our session.update.
+      const created = await waitForEvent(page, { type: 'session.created' }, { timeoutMs: 5_000 });
+      assert.equal(created.index, 0, 'session.created is the first server event');
+      assert.equal(typeof created.event.event_id, 'string', 'event_id');
+      assert.equal(typeof created.event.session?.id, 'string', 'session.id');
+      const INSTRUCTIONS = 'Speak like a plain WebRTC test.';
+      await page.evaluate(
+        (instructions) =>
+          window.sendEvent({
+            type: 'session.update',
+            session: {
+              type: 'realtime',
+              instructions,
+              audio: {
+                input: {
+                  turn_detection: { type: 'server_vad', threshold: 0.5, prefix_padding_ms: 300, silence_duration_ms: 500, create_response: true, interrupt_response: true },
+                },
+              },
+            },
+          }),
+        INSTRUCTIONS,
+      );
+      const updated = await waitForEvent(page, { type: 'session.updated' }, { timeoutMs: 3_000 });
+      assert.equal(updated.event.session?.instructions, INSTRUCTIONS, 'session.updated carries the new instructions');
+      const td = updated.event.session?.audio?.input?.turn_detection;
+      assert.equal(td?.type, 'server_vad', `turn_detection: ${JSON.stringify(td)}`);
+      assert.equal(td?.silence_duration_ms, 500, 'silence_duration_ms');
+      const audio0 = await inboundAudio(page);
+
+      // A spoken turn from the fake microphone: the full event cycle, and its audio back.
+      const speech = await waitForEvent(page, { type: 'input_audio_buffer.speech_started' }, { timeoutMs: 10_000 });
+      const respCreated = await waitForEvent(page, { type: 'response.created' }, { from: speech.index, timeoutMs: 10_000 });
+      const respId = respCreated.event.response.id;
+      await waitForEvent(page, { type: 'output_audio_buffer.stopped', response_id: respId }, { from: respCreated.index, timeoutMs: 15_000 });
+      const { events } = await pageEvents(page);
+      assert.deepEqual(cycleTypes(events.slice(speech.index), TURN_CYCLE), TURN_CYCLE, 'event order of a spoken turn');
+      const userItem = events.slice(speech.index).find((e) => e.type === 'conversation.item.added')?.item;
+      assert.equal(userItem?.id, speech.event.item_id, 'user item id = speech_started.item_id');
+      assert.equal(userItem?.content?.[0]?.type, 'input_audio');
+      assert.ok('transcript' in userItem.content[0] && userItem.content[0].transcript === null, 'input_audio transcript: null');
+      const reply = checkResponse(assert, events, respId);
+      assert.match(reply.transcript, /^Echoing your \d+(\.\d+)? second turn\.?$/, 'echo transcript');
+      for (const e of events) {
+        assert.ok(e.textFrame, `${e.type} came as a binary frame`);
+        assert.equal(typeof e.event_id, 'string', `${e.type} has a string event_id`);
+      }
+
+      const audio1 = await inboundAudio(page);
+      const ontrack = await page.evaluate(() => window.rt.ontrack);
+      assert.ok(ontrack && ontrack.streams >= 1, `ontrack delivered the remote track in a stream (a=msid): ${JSON.stringify(ontrack)}`);
+      assert.ok(audio1, 'inbound-rtp audio stats');
+      assert.ok(audio1.packetsReceived > (audio0?.packetsReceived ?? 0), `packetsReceived ${audio0?.packetsReceived} → ${audio1.packetsReceived}`);
+      assert.ok(audio1.totalAudioEnergy > (audio0?.totalAudioEnergy ?? 0), `totalAudioEnergy ${audio0?.totalAudioEnergy} → ${audio1.totalAudioEnergy}`);
+
+      const call = findCall(await adminCalls(server), started.calls.location?.split('/').pop());
+      console.log(
+        `plain flow: spoken turn → "${reply.transcript}", ${audio1.packetsReceived} packets, energy ${audio1.totalAudioEnergy.toFixed(4)}; ` +
+          `/admin/calls voice ${JSON.stringify(call?.voice ?? call)}`,
+      );
+    } catch (err) {
+      const parts = [];
+      if (ctx?.page) {
+        try {
+          const rt = await ctx.page.evaluate(() => ({
+            events: window.rt.events,
+            sent: window.rt.sent,
+            calls: window.rt.calls,
+            ontrack: window.rt.ontrack,
+            pc: window.rt.pc && { connectionState: window.rt.pc.connectionState, iceConnectionState: window.rt.pc.iceConnectionState, answer: window.rt.pc.remoteDescription?.sdp },
+            dc: window.rt.dc && window.rt.dc.readyState,
+          }));
+          parts.push(`calls: ${JSON.stringify(rt.calls)}, ontrack ${JSON.stringify(rt.ontrack)}, data channel ${rt.dc}`);
+          parts.push(`pc: ${JSON.stringify({ ...rt.pc, answer: undefined })}\nanswer SDP:\n${rt.pc?.answer}`);
+          parts.push(`server events (${rt.events.length}):\n${eventDump(rt.events)}`);
+          parts.push(`client events sent (${rt.sent.length}):\n${eventDump(rt.sent)}`);
+          parts.push(`inbound audio: ${JSON.stringify(await inboundAudio(ctx.page))}`);
+        } catch (e) {
+          parts.push(`(could not read page: ${e.message})`);
+        }
+        parts.push(`browser console (${ctx.consoleLines.length} lines):\n${ctx.consoleLines.join('\n')}`);
+      }
+      if (pages) parts.push(`page server requests: ${pages.requests.join(', ')}`);
+      if (server) parts.push(await serverDiagnostics(server, { adminPaths: ['/admin/stats', '/admin/calls'] }));
+      console.error(`\n===== plain-flow failure diagnostics =====\n${parts.join('\n\n')}\n===== end diagnostics =====\n`);
+      throw err;
+    }
+  });
+});
