@@ -160,7 +160,8 @@
       mark('offerPosted');
       let res;
       try {
-        res = await fetch(CALLS_URL, {
+        const model = document.getElementById('model');
+        res = await fetch(`${CALLS_URL}?model=${encodeURIComponent(model ? model.value : 'echo')}`, {
           method: 'POST',
           headers: { 'Content-Type': 'application/sdp' },
           body: offer.sdp,
@@ -245,7 +246,11 @@
       mark('dataChannelOpen');
       const update = {
         type: 'session.update',
-        session: { type: 'realtime', model: 'echo', output_modalities: ['audio'] },
+        session: {
+          type: 'realtime',
+          model: (document.getElementById('model') || { value: 'echo' }).value,
+          output_modalities: ['audio'],
+        },
       };
       dc.send(JSON.stringify(update));
       logEvent('session.update', JSON.stringify(update), 'out');
@@ -361,6 +366,28 @@
     teardown(c);
     setState('ended');
     logEvent('hung up', null, 'note');
+  }
+
+  // Typed text goes the way the Realtime SDK's sendMessage sends it: a user message item, then
+  // response.create; the model answers in speech.
+  const sayForm = document.getElementById('say');
+  const sayText = document.getElementById('text');
+  if (sayForm && sayText) {
+    sayForm.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const text = sayText.value.trim();
+      if (!text || !ve.dc || ve.dc.readyState !== 'open') return;
+      const send = (ev) => {
+        ve.dc.send(JSON.stringify(ev));
+        logEvent(ev.type, JSON.stringify(ev), 'out');
+      };
+      send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
+      send({ type: 'response.create' });
+      sayText.value = '';
+    });
+    setInterval(() => {
+      sayText.disabled = !(ve.dc && ve.dc.readyState === 'open');
+    }, 250);
   }
 
   ui.start.addEventListener('click', () => {
