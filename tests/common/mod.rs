@@ -39,11 +39,34 @@ pub async fn http_post(
     content_type: &str,
     body: &[u8],
 ) -> HttpResponse {
+    http_request(addr, path, content_type, body, None).await
+}
+
+pub async fn http_post_auth(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+    key: &str,
+) -> HttpResponse {
+    http_request(addr, path, content_type, body, Some(key)).await
+}
+
+async fn http_request(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+    key: Option<&str>,
+) -> HttpResponse {
     let mut s = tokio::net::TcpStream::connect(addr)
         .await
         .expect("connect http");
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.unwrap();
@@ -136,10 +159,26 @@ impl Client {
     }
 
     /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
+    /// Like [`Client::call`], posting the offer as multipart (`sdp` + `session`) with a key, as
+    /// openai-node's `realtime.calls.create` does.
+    pub async fn call_multipart(http: SocketAddr, path: &str, key: &str) -> Client {
+        Self::call_inner(http, path, |sdp| sdp.to_owned(), Some(key.to_owned())).await
+    }
+
+    /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
     pub async fn call_with(
         http: SocketAddr,
         path: &str,
         rewrite: impl Fn(&str) -> String,
+    ) -> Client {
+        Self::call_inner(http, path, rewrite, None).await
+    }
+
+    async fn call_inner(
+        http: SocketAddr,
+        path: &str,
+        rewrite: impl Fn(&str) -> String,
+        multipart_key: Option<String>,
     ) -> Client {
         let mut me = MediaEngine::default();
         me.register_codec(opus(), RtpCodecKind::Audio).unwrap();
@@ -195,7 +234,24 @@ impl Client {
         pc.set_local_description(offer).await.unwrap();
         let _ = tokio::time::timeout(Duration::from_secs(2), gathered_rx.recv()).await;
         let offer = pc.local_description().await.unwrap();
-        let response = http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await;
+        let response = match &multipart_key {
+            None => http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await,
+            Some(key) => {
+                let boundary = "voiceedgeboundary7";
+                let body = format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\n{}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n{{\"type\":\"realtime\",\"model\":\"loopback\"}}\r\n--{boundary}--\r\n",
+                    offer.sdp
+                );
+                http_post_auth(
+                    http,
+                    path,
+                    &format!("multipart/form-data; boundary={boundary}"),
+                    body.as_bytes(),
+                    key,
+                )
+                .await
+            }
+        };
         assert_eq!(response.status, 201, "offer refused: {}", response.body);
         let answer = RTCSessionDescription::answer(rewrite(&response.body)).unwrap();
         pc.set_remote_description(answer).await.unwrap();

@@ -1,0 +1,174 @@
+//! The Realtime HTTP surface: bad input gets a clear 4xx in the Realtime error shape and creates
+//! nothing; keys, client secrets and multipart offers behave as OpenAI's clients expect.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Client, http_post};
+use serde_json::Value;
+use voice_edge::allinone::{self, AllInOneConfig, Running};
+
+async fn start(cfg: AllInOneConfig) -> Running {
+    let _ = env_logger::builder().is_test(true).try_init();
+    allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..cfg
+    })
+    .await
+    .unwrap()
+}
+
+async fn sessions(server: &Running) -> usize {
+    let mut n = 0;
+    for t in &server.transceivers {
+        n += t.stats().await.sessions;
+    }
+    n
+}
+
+fn error_code(body: &str) -> String {
+    let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "no message: {body}"
+    );
+    assert!(v["error"]["type"].is_string(), "no type: {body}");
+    v["error"]["code"].as_str().unwrap_or_default().to_owned()
+}
+
+const OFFER_NO_AUDIO: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=fingerprint:sha-256 00:11\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n";
+const OFFER_NO_FINGERPRINT: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=rtpmap:111 opus/48000/2\r\n";
+const OFFER_BROKEN: &str =
+    "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=fingerprint:sha-256 00\r\nthis is not sdp\r\n";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_offers_get_realtime_errors_and_create_nothing() {
+    let server = start(AllInOneConfig::default()).await;
+    let h = server.http_addr;
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (
+            "text/plain",
+            b"v=0\r\n".to_vec(),
+            415,
+            "unsupported_content_type",
+        ),
+        (
+            "application/sdp",
+            vec![b'a'; 70 * 1024],
+            413,
+            "body_too_large",
+        ),
+        ("application/sdp", b"hello".to_vec(), 400, "invalid_sdp"),
+        (
+            "application/sdp",
+            vec![0xff, 0xfe, 0x00],
+            400,
+            "invalid_sdp",
+        ),
+        (
+            "application/sdp",
+            OFFER_NO_AUDIO.as_bytes().to_vec(),
+            400,
+            "no_audio",
+        ),
+        (
+            "application/sdp",
+            OFFER_NO_FINGERPRINT.as_bytes().to_vec(),
+            400,
+            "no_dtls_fingerprint",
+        ),
+        (
+            "application/sdp",
+            OFFER_BROKEN.as_bytes().to_vec(),
+            400,
+            "invalid_offer",
+        ),
+    ];
+    for (ctype, body, status, code) in cases {
+        let r = http_post(h, "/v1/realtime/calls", ctype, &body).await;
+        assert_eq!(
+            r.status,
+            status,
+            "{ctype} {:?}: {}",
+            String::from_utf8_lossy(&body[..body.len().min(40)]),
+            r.body
+        );
+        assert_eq!(error_code(&r.body), code, "{}", r.body);
+    }
+    assert_eq!(
+        sessions(&server).await,
+        0,
+        "a refused offer left a session behind"
+    );
+    // Hangup of an unknown call.
+    let r = http_post(
+        h,
+        "/v1/realtime/calls/rtc_nope/hangup",
+        "application/json",
+        b"",
+    )
+    .await;
+    assert_eq!(
+        (r.status, error_code(&r.body).as_str()),
+        (404, "call_not_found")
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn required_keys_client_secrets_and_multipart_offers() {
+    let server = start(AllInOneConfig {
+        require_keys: true,
+        api_keys: vec!["sk-test".into()],
+        ..Default::default()
+    })
+    .await;
+    let h = server.http_addr;
+    // No key: 401, nothing created.
+    let r = http_post(h, "/v1/realtime/calls", "application/sdp", b"v=0\r\n").await;
+    assert_eq!(
+        (r.status, error_code(&r.body).as_str()),
+        (401, "invalid_api_key")
+    );
+    // Minting needs the server key.
+    let r = http_post(h, "/v1/realtime/client_secrets", "application/json", b"{}").await;
+    assert_eq!(r.status, 401);
+    let minted = common::http_post_auth(
+        h,
+        "/v1/realtime/client_secrets",
+        "application/json",
+        br#"{"expires_after":{"anchor":"created_at","seconds":60},"session":{"type":"realtime","model":"tts"}}"#,
+        "sk-test",
+    )
+    .await;
+    assert_eq!(minted.status, 200, "{}", minted.body);
+    let v: Value = serde_json::from_str(&minted.body).unwrap();
+    let ek = v["value"].as_str().unwrap().to_owned();
+    assert!(ek.starts_with("ek_"));
+    assert_eq!(v["session"]["object"], "realtime.session");
+    assert!(v["expires_at"].as_u64().unwrap() > 0);
+    let r = common::http_post_auth(
+        h,
+        "/v1/realtime/client_secrets",
+        "application/json",
+        br#"{"expires_after":{"seconds":5}}"#,
+        "sk-test",
+    )
+    .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(sessions(&server).await, 0);
+
+    // A real call with the ephemeral key, its offer sent as multipart like openai-node does.
+    let mut c = Client::call_multipart(h, "/v1/realtime/calls?model=loopback", &ek).await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(
+        c.echo_round(0x31, 10).await >= 9,
+        "multipart call did not carry media"
+    );
+    assert_eq!(sessions(&server).await, 1);
+    server.shutdown().await;
+}
