@@ -9,6 +9,7 @@
 pub mod allinone;
 pub mod audio;
 pub mod cache;
+pub mod loadgen;
 pub mod membership;
 pub mod model;
 pub mod realtime;

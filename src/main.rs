@@ -31,6 +31,8 @@ enum Command {
     /// Mint or decode server ufrags (routes).
     #[command(subcommand)]
     Route(RouteCommand),
+    /// Open many real WebRTC calls against a running server and print a table.
+    Loadgen(voice_edge::loadgen::LoadgenArgs),
 }
 
 #[derive(Args, Debug)]
@@ -143,12 +145,24 @@ enum RouteCommand {
 }
 
 fn main() -> anyhow::Result<()> {
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or("info")).init();
     let cli = Cli::parse();
+    // The load generator drives hundreds of rtc stacks; their per-call info lines would drown
+    // the table.
+    let default_filter = match cli.command {
+        Some(Command::Loadgen(_)) => "warn,voice_edge=info",
+        _ => "info",
+    };
+    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_filter))
+        .init();
     match cli.command {
         None => run_all_in_one(cli.all),
         Some(Command::Relay(a)) => run_relay(a),
         Some(Command::Route(r)) => run_route(r),
+        Some(Command::Loadgen(a)) => {
+            let report = voice_edge::loadgen::run(a)?;
+            println!("{}", report.to_markdown());
+            Ok(())
+        }
     }
 }
 

@@ -244,7 +244,7 @@ impl TransceiverHandle {
 
 /// Binds the shared socket and starts the worker thread.
 pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, JoinHandle<()>)> {
-    let socket = UdpSocket::bind(cfg.bind)?;
+    let socket = bind_shared_socket(cfg.bind)?;
     let addr = socket.local_addr()?;
     let certificate = generate_certificate()?;
     let (cmd_tx, cmd_rx) = async_channel::bounded(1024);
@@ -266,6 +266,17 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, JoinH
         .name(format!("transceiver-{}", handle.id))
         .spawn(move || w.run(socket, cmd_rx))?;
     Ok((handle, thread))
+}
+
+/// The one socket all of a transceiver's calls share. Large kernel buffers: at a few hundred
+/// calls the default 208 KB receive buffer overflows between loop turns (seen with loadgen).
+fn bind_shared_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let s = Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP))?;
+    let _ = s.set_recv_buffer_size(4 << 20);
+    let _ = s.set_send_buffer_size(4 << 20);
+    s.bind(&addr.into())?;
+    Ok(s.into())
 }
 
 /// One DTLS certificate per transceiver, shared by its calls: generating a key per call would
