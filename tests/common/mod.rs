@@ -434,7 +434,7 @@ impl RedisServer {
     }
 
     pub fn start_on(port: u16) -> RedisServer {
-        let child = std::process::Command::new("redis-server")
+        let mut child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(std::process::Stdio::null())
             .spawn()
@@ -446,6 +446,8 @@ impl RedisServer {
             }
             std::thread::sleep(Duration::from_millis(20));
         }
+        let _ = child.kill();
+        let _ = child.wait();
         panic!("redis-server did not start on {addr}");
     }
 }
