@@ -6,26 +6,11 @@ mod common;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
-use common::RedisServer;
+use common::{RedisServer, binding_request};
 use voice_edge::membership::ClusterMembers;
 use voice_edge::relay::flow_cache::flow_key;
 use voice_edge::relay::{self, FlowCacheConfig, RelayConfig};
 use voice_edge::routing::{RouteKeys, ufrag};
-
-fn binding_request(username: &str) -> Vec<u8> {
-    let mut attr = vec![0x00, 0x06];
-    attr.extend_from_slice(&(username.len() as u16).to_be_bytes());
-    attr.extend_from_slice(username.as_bytes());
-    while attr.len() % 4 != 0 {
-        attr.push(0);
-    }
-    let mut m = vec![0x00, 0x01];
-    m.extend_from_slice(&(attr.len() as u16).to_be_bytes());
-    m.extend_from_slice(&0x2112A442u32.to_be_bytes());
-    m.extend_from_slice(&[7; 12]);
-    m.extend_from_slice(&attr);
-    m
-}
 
 fn get(redis: std::net::SocketAddr, key: &str) -> Option<String> {
     let client = redis::Client::open(format!("redis://{redis}/")).ok()?;

@@ -3,6 +3,10 @@
 //! only allocations allowed are a small constant (test plumbing, thread-locals), never one that
 //! grows with the packet count.
 
+mod common;
+
+use common::binding_request;
+
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::UdpSocket;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,21 +36,6 @@ unsafe impl GlobalAlloc for Counting {
 
 #[global_allocator]
 static GLOBAL: Counting = Counting;
-
-fn binding_request(username: &str) -> Vec<u8> {
-    let mut attr = vec![0x00, 0x06];
-    attr.extend_from_slice(&(username.len() as u16).to_be_bytes());
-    attr.extend_from_slice(username.as_bytes());
-    while attr.len() % 4 != 0 {
-        attr.push(0);
-    }
-    let mut m = vec![0x00, 0x01];
-    m.extend_from_slice(&(attr.len() as u16).to_be_bytes());
-    m.extend_from_slice(&0x2112A442u32.to_be_bytes());
-    m.extend_from_slice(&[9; 12]);
-    m.extend_from_slice(&attr);
-    m
-}
 
 #[test]
 fn forwarding_allocates_nothing_per_packet() {

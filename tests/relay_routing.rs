@@ -2,6 +2,10 @@
 //! answer through it. A plain UDP socket stands in for the transceiver, so these tests see
 //! exactly the bytes the relay emits.
 
+mod common;
+
+use common::binding_request;
+
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
@@ -11,21 +15,6 @@ use voice_edge::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use voice_edge::routing::{RouteKeys, ufrag};
 
 const SECRET: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
-
-fn binding_request(username: &str) -> Vec<u8> {
-    let mut attr = vec![0x00, 0x06];
-    attr.extend_from_slice(&(username.len() as u16).to_be_bytes());
-    attr.extend_from_slice(username.as_bytes());
-    while attr.len() % 4 != 0 {
-        attr.push(0);
-    }
-    let mut m = vec![0x00, 0x01];
-    m.extend_from_slice(&(attr.len() as u16).to_be_bytes());
-    m.extend_from_slice(&0x2112A442u32.to_be_bytes());
-    m.extend_from_slice(&rand::random::<[u8; 12]>());
-    m.extend_from_slice(&attr);
-    m
-}
 
 struct Fixture {
     relay: relay::RelayHandle,

@@ -12,7 +12,7 @@ mod session;
 mod worker;
 
 pub use media::VoiceTimings;
-pub use peer::AnswerError;
+pub use peer::{AnswerError, opus as opus_codec};
 pub use session::{SessionCounters, SessionState};
 
 use std::net::{SocketAddr, UdpSocket};

@@ -28,8 +28,9 @@ use rtc::rtp_transceiver::rtp_sender::{
 };
 
 /// Opus as browsers offer it; 111 is Chromium's and Firefox's payload type, and the answer
-/// follows the offer's numbering anyway.
-fn opus() -> RTCRtpCodecParameters {
+/// follows the offer's numbering anyway. Shared with the load generator and the tests' client,
+/// so every side of a test call negotiates the same codec line.
+pub fn opus() -> RTCRtpCodecParameters {
     RTCRtpCodecParameters {
         rtp_codec: RTCRtpCodec {
             mime_type: MIME_TYPE_OPUS.to_owned(),

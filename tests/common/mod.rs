@@ -10,11 +10,10 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use rtc::media_stream::MediaStreamTrack;
-use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
+use rtc::peer_connection::configuration::media_engine::MediaEngine;
 use rtc::peer_connection::sdp::RTCSessionDescription;
 use rtc::rtp_transceiver::rtp_sender::{
-    RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
-    RtpCodecKind,
+    RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters, RtpCodecKind,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{Mutex, mpsc};
@@ -139,16 +138,7 @@ pub struct Client {
 }
 
 fn opus() -> RTCRtpCodecParameters {
-    RTCRtpCodecParameters {
-        rtp_codec: RTCRtpCodec {
-            mime_type: MIME_TYPE_OPUS.to_owned(),
-            clock_rate: 48000,
-            channels: 2,
-            sdp_fmtp_line: "minptime=10;useinbandfec=1".to_owned(),
-            rtcp_feedback: vec![],
-        },
-        payload_type: 111,
-    }
+    voice_edge::transceiver::opus_codec()
 }
 
 impl Client {
@@ -555,4 +545,20 @@ impl Nat {
             &format!("{} {} typ host", self.addr.ip(), self.addr.port()),
         )
     }
+}
+
+/// A minimal STUN Binding request with just USERNAME: all a relay reads from a new source.
+pub fn binding_request(username: &str) -> Vec<u8> {
+    let mut attr = vec![0x00, 0x06];
+    attr.extend_from_slice(&(username.len() as u16).to_be_bytes());
+    attr.extend_from_slice(username.as_bytes());
+    while attr.len() % 4 != 0 {
+        attr.push(0);
+    }
+    let mut m = vec![0x00, 0x01];
+    m.extend_from_slice(&(attr.len() as u16).to_be_bytes());
+    m.extend_from_slice(&0x2112A442u32.to_be_bytes());
+    m.extend_from_slice(&rand::random::<[u8; 12]>());
+    m.extend_from_slice(&attr);
+    m
 }
