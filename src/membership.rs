@@ -31,12 +31,6 @@ impl ClusterMembers {
     pub fn get(&self, id: u16) -> Option<SocketAddr> {
         self.transceivers.get(&id).copied()
     }
-
-    /// Whether a datagram on the relay's internal socket came from a member; anything else is
-    /// someone trying to make the relay emit packets from its public address.
-    pub fn is_member_addr(&self, addr: SocketAddr) -> bool {
-        self.transceivers.values().any(|a| *a == addr)
-    }
 }
 
 /// Parses `ID=ADDR` as given on the command line (`--transceiver 1=10.0.0.5:4000`).
@@ -76,7 +70,5 @@ mod tests {
         let m = ClusterMembers::new(0).with(1, a);
         assert_eq!(m.get(1), Some(a));
         assert_eq!(m.get(2), None);
-        assert!(m.is_member_addr(a));
-        assert!(!m.is_member_addr("127.0.0.1:4001".parse().unwrap()));
     }
 }

@@ -63,32 +63,26 @@ fn call_id(c: &Client) -> String {
         .to_owned()
 }
 
+/// `POST /v1/realtime/calls/{id}/hangup` for the client's call.
+async fn hangup(server: &Running, c: &Client) -> common::HttpResponse {
+    let path = format!("/v1/realtime/calls/{}/hangup", call_id(c));
+    http_post(server.http_addr, &path, "application/json", b"").await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hangup_by_api_ends_the_call_and_releases_everything() {
     let server = start(Lifecycle::default()).await;
     let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x11, 10).await >= 9);
-    let r = http_post(
-        server.http_addr,
-        &format!("/v1/realtime/calls/{}/hangup", call_id(&c)),
-        "application/json",
-        b"",
-    )
-    .await;
+    let r = hangup(&server, &c).await;
     assert_eq!(r.status, 200, "{}", r.body);
     // The client is told (DTLS close_notify / SCTP abort), not left to time out.
     c.wait_gone(Duration::from_secs(5)).await;
     let t = assert_nothing_left(&server, Duration::from_secs(2)).await;
     assert_eq!(t.ended.hangup, 1);
     // A second hangup of the same call is a clear 404.
-    let r = http_post(
-        server.http_addr,
-        &format!("/v1/realtime/calls/{}/hangup", call_id(&c)),
-        "application/json",
-        b"",
-    )
-    .await;
+    let r = hangup(&server, &c).await;
     assert_eq!(r.status, 404);
     assert!(r.body.contains("call_not_found"), "{}", r.body);
     server.shutdown().await;
@@ -226,24 +220,12 @@ async fn a_draining_transceiver_gets_no_new_calls_and_keeps_live_ones() {
             "draining transceiver got a call"
         );
         b.wait_connected(Duration::from_secs(10)).await;
-        let r = http_post(
-            server.http_addr,
-            &format!("/v1/realtime/calls/{}/hangup", call_id(&b)),
-            "application/json",
-            b"",
-        )
-        .await;
+        let r = hangup(&server, &b).await;
         assert_eq!(r.status, 200);
     }
     // The live call on the draining transceiver still works.
     assert!(a.echo_round(0x15, 20).await >= 18);
-    let r = http_post(
-        server.http_addr,
-        &format!("/v1/realtime/calls/{}/hangup", call_id(&a)),
-        "application/json",
-        b"",
-    )
-    .await;
+    let r = hangup(&server, &a).await;
     assert_eq!(r.status, 200);
     assert_nothing_left(&server, Duration::from_secs(5)).await;
     server.shutdown().await;

@@ -21,10 +21,6 @@ pub struct Loopback {
 }
 
 impl Model for Loopback {
-    fn name(&self) -> &'static str {
-        "loopback"
-    }
-
     fn on_audio(&mut self, _now: Instant, frame: AudioIn<'_>) {
         let samples = match self.last_ts {
             Some(prev) => {

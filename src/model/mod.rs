@@ -31,7 +31,6 @@ pub struct AudioOut {
 }
 
 pub trait Model: Send {
-    fn name(&self) -> &'static str;
     fn on_audio(&mut self, now: Instant, frame: AudioIn<'_>);
     fn poll_audio(&mut self, now: Instant) -> Option<AudioOut>;
 }

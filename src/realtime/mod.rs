@@ -11,10 +11,9 @@
 //! `items` the ordered conversation, `input` the caller's uncommitted audio, `response` one
 //! response's state and wire objects, `replies` what the echo and TTS models say, `client` the
 //! dispatch of client events, `vad` the caller-side turn events, `turn` the response lifecycle,
-//! `events` the outgoing queues, `compat` the deprecated frame-returning wrapper.
+//! `events` the outgoing queues.
 
 mod client;
-mod compat;
 mod events;
 mod input;
 mod items;
@@ -27,7 +26,6 @@ mod vad;
 #[cfg(test)]
 mod tests;
 
-pub use compat::RealtimeSession;
 pub use session_config::TurnDetection;
 
 use serde_json::Value;

@@ -118,7 +118,6 @@ pub struct RelayHandle {
     pub link_addr: SocketAddr,
     worker_counters: Vec<Arc<Counters>>,
     cache_counters: Arc<Counters>,
-    shared: Arc<SharedFlows>,
     stop: Arc<AtomicBool>,
     wake: Wake,
     threads: Vec<JoinHandle<()>>,
@@ -138,10 +137,6 @@ impl RelayHandle {
 
     pub fn worker_counters(&self) -> Vec<CounterSnapshot> {
         self.worker_counters.iter().map(|c| c.snapshot()).collect()
-    }
-
-    pub fn shared_flows(&self) -> usize {
-        self.shared.len()
     }
 
     /// Stops the workers and the cache thread and waits for them (at most one poll tick).
@@ -237,7 +232,6 @@ pub fn spawn(cfg: RelayConfig) -> anyhow::Result<RelayHandle> {
         link_addr,
         worker_counters,
         cache_counters,
-        shared,
         stop,
         wake,
         threads,

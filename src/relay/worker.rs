@@ -137,8 +137,7 @@ impl Worker {
         if q.is_empty() {
             return;
         }
-        let (sent, failed) = q.flush(fd);
-        let _ = sent;
+        let (_, failed) = q.flush(fd);
         Counters::add(&self.counters.send_errors, failed as u64);
     }
 
@@ -230,7 +229,7 @@ impl Worker {
 
     #[cold]
     fn route_new(&mut self, client: SocketAddr, pkt: &[u8], now: Instant) -> Option<SocketAddr> {
-        let c = self.counters.clone();
+        let c = &*self.counters;
         let stun = !pkt.is_empty() && classify(pkt[0]) == PacketKind::Stun;
         if stun && let Ok(server_ufrag) = peek_binding_username(pkt) {
             let Ok(hint) = ufrag::decode(server_ufrag, &self.cfg.route_keys) else {

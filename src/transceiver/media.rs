@@ -109,14 +109,9 @@ impl Media {
         }
     }
 
-    pub fn on_action(
-        &mut self,
-        now: Instant,
-        action: Action,
-        conv: &mut Conversation,
-    ) -> Option<TtsRequest> {
+    pub fn on_action(&mut self, action: Action, conv: &mut Conversation) -> Option<TtsRequest> {
         match self {
-            Media::Voice(v) => v.on_action(now, action, conv),
+            Media::Voice(v) => v.on_action(action, conv),
             // Loopback has no turns: answer every response at once so the engine stays consistent.
             Media::Loopback(_) => {
                 if let Action::Speak { response_id, .. } = action {
@@ -238,12 +233,7 @@ impl Voice {
         }
     }
 
-    fn on_action(
-        &mut self,
-        now: Instant,
-        action: Action,
-        conv: &mut Conversation,
-    ) -> Option<TtsRequest> {
+    fn on_action(&mut self, action: Action, conv: &mut Conversation) -> Option<TtsRequest> {
         match action {
             Action::Speak {
                 response_id,
@@ -294,7 +284,6 @@ impl Voice {
                         );
                     }
                 }
-                let _ = now;
                 None
             }
             Action::ClearInput => {

@@ -174,7 +174,7 @@ impl Session {
             }
             while let Some(action) = self.conv.poll_action() {
                 progressed = true;
-                if let Some(req) = self.media.on_action(now, action, &mut self.conv) {
+                if let Some(req) = self.media.on_action(action, &mut self.conv) {
                     self.tts_requests.push(req);
                 }
             }

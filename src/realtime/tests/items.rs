@@ -3,7 +3,6 @@
 use serde_json::json;
 
 use super::{Harness, types};
-use crate::realtime::RealtimeSession;
 
 fn user_text(text: &str) -> serde_json::Value {
     json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
@@ -186,27 +185,4 @@ fn malformed_and_unknown_events_get_errors_and_the_session_goes_on() {
     let out = h.send(json!({"type": "session.update", "session": {"instructions": "still here"}}));
     assert_eq!(out[0]["type"], "session.updated");
     assert_eq!(out[0]["session"]["instructions"], "still here");
-}
-
-#[test]
-fn compat_wrapper_returns_frames_and_completes_responses() {
-    let mut s = RealtimeSession::new("sess_compat".into(), "echo");
-    let created = s.on_open();
-    assert!(created[0].contains("session.created") && created[0].contains("expires_at"));
-    s.on_client_text(
-        &json!({"type": "conversation.item.create", "item": user_text("hi")}).to_string(),
-    );
-    let frames =
-        s.on_client_text(r#"{"type":"response.create","event_id":"agents_js_response_create_1"}"#);
-    let last: serde_json::Value = serde_json::from_str(frames.last().unwrap()).unwrap();
-    assert_eq!(last["type"], "output_audio_buffer.stopped");
-    assert!(
-        frames
-            .iter()
-            .any(|f| f.contains(r#""transcript":"You said: hi""#))
-    );
-    let e: serde_json::Value =
-        serde_json::from_str(&s.error("server_error", "x", "boom", Some("c1"))).unwrap();
-    assert_eq!(e["error"]["event_id"], "c1");
-    assert_eq!((s.model(), s.session_id()), ("echo", "sess_compat"));
 }
