@@ -6,7 +6,7 @@
 //! ingress relay, which is how the two-tier path is exercised on one machine.
 
 use std::collections::HashMap;
-use std::net::{SocketAddr, UdpSocket};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use crate::cache;
 use crate::membership::ClusterMembers;
-use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle};
+use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle, RelaySockets};
 use crate::routing::RouteKeys;
 use crate::signaling::{AdminAction, ClusterView, Signaling};
 use crate::transceiver::{self, Lifecycle, TransceiverConfig, TransceiverHandle};
@@ -76,8 +76,8 @@ pub struct RelaySlot {
 }
 
 impl RelaySlot {
-    fn start(name: String, cfg: RelayConfig) -> anyhow::Result<Arc<Self>> {
-        let h = relay::spawn(cfg.clone())?;
+    fn start(name: String, cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Arc<Self>> {
+        let h = relay::spawn_bound(cfg.clone(), sockets)?;
         let cfg = RelayConfig {
             listen: h.public_addr,
             link: h.link_addr,
@@ -177,15 +177,6 @@ impl Running {
     }
 }
 
-/// Binds and releases a UDP address to learn the port the OS picks for `:0`, so components
-/// that must know each other's addresses can be configured before they start.
-fn reserve_udp(addr: SocketAddr) -> anyhow::Result<SocketAddr> {
-    if addr.port() != 0 {
-        return Ok(addr);
-    }
-    Ok(UdpSocket::bind(addr)?.local_addr()?)
-}
-
 /// Starts every component; must run inside a tokio runtime.
 pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let keys = match &cfg.route_secret {
@@ -206,10 +197,16 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     });
 
     let ip = cfg.relay.ip();
-    let global = match cfg.global_relay {
-        Some(g) => Some((reserve_udp(g)?, reserve_udp(SocketAddr::new(g.ip(), 0))?)),
+    // Relay sockets are bound up front (and kept): their addresses configure everything else.
+    let mut global = match cfg.global_relay {
+        Some(g) => Some(RelaySockets::bind(
+            g,
+            SocketAddr::new(g.ip(), 0),
+            cfg.relay_workers,
+        )?),
         None => None,
     };
+    let global_addrs = global.as_ref().map(|g| (g.public_addr, g.link_addr));
     let clusters: Vec<u16> = if global.is_some() {
         vec![0, 1]
     } else {
@@ -222,12 +219,14 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let mut threads = vec![];
     let mut cluster_links = HashMap::new();
     for &cluster in &clusters {
-        let public = reserve_udp(if cluster == 0 {
+        let listen = if cluster == 0 {
             cfg.relay
         } else {
             SocketAddr::new(ip, 0)
-        })?;
-        let media_addr = global.map(|(g, _)| g).unwrap_or(public);
+        };
+        let sockets = RelaySockets::bind(listen, SocketAddr::new(ip, 0), cfg.relay_workers)?;
+        let public = sockets.public_addr;
+        let media_addr = global_addrs.map(|(g, _)| g).unwrap_or(public);
         let mut members = ClusterMembers::new(cluster);
         let mut ts = vec![];
         for id in 1..=cfg.transceivers {
@@ -244,13 +243,12 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             threads.push(t);
         }
         let mut rc = RelayConfig::new(public, members, keys.clone());
-        rc.workers = cfg.relay_workers;
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache.clone();
-        if let Some((_, glink)) = global {
+        if let Some((_, glink)) = global_addrs {
             rc.upstreams = vec![glink];
         }
-        let slot = RelaySlot::start(format!("cluster-{cluster}"), rc)?;
+        let slot = RelaySlot::start(format!("cluster-{cluster}"), rc, sockets)?;
         cluster_links.insert(cluster, slot.cfg.link);
         relays.push(slot);
         handles.extend(ts.iter().cloned());
@@ -260,13 +258,11 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             transceivers: ts,
         });
     }
-    if let Some((gpublic, glink)) = global {
-        let mut rc = RelayConfig::global(gpublic, cluster_links, keys.clone());
-        rc.link = glink;
-        rc.workers = cfg.relay_workers;
+    if let Some(sockets) = global.take() {
+        let mut rc = RelayConfig::global(sockets.public_addr, cluster_links, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache.clone();
-        relays.insert(0, RelaySlot::start("global".into(), rc)?);
+        relays.insert(0, RelaySlot::start("global".into(), rc, sockets)?);
     }
     let media_addr = relays[0].public_addr();
 

@@ -20,7 +20,7 @@ pub mod socket;
 mod worker;
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -155,17 +155,60 @@ impl RelayHandle {
 
 /// Binds the sockets and starts the workers (and the cache thread when configured).
 pub fn spawn(cfg: RelayConfig) -> anyhow::Result<RelayHandle> {
-    anyhow::ensure!(cfg.workers >= 1, "a relay needs at least one worker");
-    // Bind every worker's sockets first, on the same ports (SO_REUSEPORT); port 0 means the
-    // first socket picks it and the others follow.
-    let mut publics = vec![socket::bind_reuseport(cfg.listen)?];
-    let public_addr = publics[0].local_addr()?;
-    let mut links = vec![socket::bind_reuseport(cfg.link)?];
-    let link_addr = links[0].local_addr()?;
-    for _ in 1..cfg.workers {
-        publics.push(socket::bind_reuseport(public_addr)?);
-        links.push(socket::bind_reuseport(link_addr)?);
+    let sockets = RelaySockets::bind(cfg.listen, cfg.link, cfg.workers)?;
+    spawn_bound(cfg, sockets)
+}
+
+/// Every worker's public and link socket, bound before the relay starts.
+///
+/// Binding is separate from starting so a process that must tell others the relay's addresses
+/// first (the all-in-one: transceivers advertise the public address, cluster relays accept the
+/// global relay's link) can learn OS-chosen ports and keep them. Binding, releasing and binding
+/// again would let another SO_REUSEPORT socket grab the port in between and share its traffic.
+pub struct RelaySockets {
+    publics: Vec<UdpSocket>,
+    links: Vec<UdpSocket>,
+    pub public_addr: SocketAddr,
+    pub link_addr: SocketAddr,
+}
+
+impl RelaySockets {
+    /// Binds `workers` sockets on each address (SO_REUSEPORT); port 0 means the first socket
+    /// picks it and the others follow.
+    pub fn bind(listen: SocketAddr, link: SocketAddr, workers: usize) -> anyhow::Result<Self> {
+        anyhow::ensure!(workers >= 1, "a relay needs at least one worker");
+        let mut publics = vec![socket::bind_reuseport(listen)?];
+        let public_addr = publics[0].local_addr()?;
+        let mut links = vec![socket::bind_reuseport(link)?];
+        let link_addr = links[0].local_addr()?;
+        for _ in 1..workers {
+            publics.push(socket::bind_reuseport(public_addr)?);
+            links.push(socket::bind_reuseport(link_addr)?);
+        }
+        Ok(RelaySockets {
+            publics,
+            links,
+            public_addr,
+            link_addr,
+        })
     }
+}
+
+/// Starts the workers (and the cache thread when configured) on sockets already bound;
+/// `cfg.listen`, `cfg.link` and `cfg.workers` are taken from the sockets.
+pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<RelayHandle> {
+    let RelaySockets {
+        publics,
+        links,
+        public_addr,
+        link_addr,
+    } = sockets;
+    let cfg = RelayConfig {
+        listen: public_addr,
+        link: link_addr,
+        workers: publics.len(),
+        ..cfg
+    };
 
     let stop = Arc::new(AtomicBool::new(false));
     let wake = Wake::new()?;
