@@ -44,6 +44,9 @@ pub struct AllInOneConfig {
     pub require_keys: bool,
     /// Server keys (`Authorization: Bearer …`) accepted for calls and for minting.
     pub api_keys: Vec<String>,
+    /// Answers name the transceiver's own socket instead of the relay: the baseline that the
+    /// relay path's connect time and latency are measured against.
+    pub direct: bool,
 }
 
 impl Default for AllInOneConfig {
@@ -63,6 +66,7 @@ impl Default for AllInOneConfig {
             lifecycle: Lifecycle::default(),
             require_keys: false,
             api_keys: vec![],
+            direct: false,
         }
     }
 }
@@ -234,7 +238,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 cluster,
                 id,
                 bind: SocketAddr::new(ip, 0),
-                advertise: Some(media_addr),
+                advertise: (!cfg.direct).then_some(media_addr),
                 route_keys: keys.clone(),
                 lifecycle: cfg.lifecycle,
             })?;

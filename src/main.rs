@@ -64,6 +64,9 @@ struct AllInOneArgs {
     /// A server API key (repeatable); it may mint ephemeral keys and place calls.
     #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
     api_keys: Vec<String>,
+    /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
+    #[arg(long, env = "VOICE_EDGE_DIRECT")]
+    direct: bool,
 }
 
 #[derive(Args, Debug)]
@@ -182,6 +185,7 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
             redis_url: a.redis_url,
             require_keys: a.require_keys,
             api_keys: a.api_keys,
+            direct: a.direct,
             ..Default::default()
         })
         .await?;

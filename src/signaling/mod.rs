@@ -85,6 +85,7 @@ impl Signaling {
             .expose_headers([
                 header::LOCATION,
                 HeaderName::from_static("x-voice-edge-relay"),
+                HeaderName::from_static("x-voice-edge-media"),
                 HeaderName::from_static("x-voice-edge-cluster"),
                 HeaderName::from_static("x-voice-edge-transceiver"),
             ]);
@@ -269,7 +270,11 @@ async fn create_call(
         "location",
         format!("/v1/realtime/calls/{}", created.call_id),
     );
-    set(h, "x-voice-edge-relay", media_addr.to_string());
+    // Where the client sends media: the relay, or the transceiver itself with `--direct`.
+    set(h, "x-voice-edge-media", created.candidate.to_string());
+    if created.candidate == media_addr {
+        set(h, "x-voice-edge-relay", media_addr.to_string());
+    }
     set(h, "x-voice-edge-cluster", created.cluster.to_string());
     set(
         h,
