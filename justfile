@@ -15,3 +15,7 @@ bench-relay *ARGS:
 # Setup timings of the demo page in headless Chromium (median of N calls)
 bench-connect RUNS="5":
     node tests/e2e/connect-timings.mjs --runs {{RUNS}}
+
+# Connect times side by side: Chromium → aiortc vs voice-edge via the relay vs voice-edge --direct (N calls each, interleaved)
+bench-connect-compare RUNS="10":
+    bash bench/connect/run.sh --runs {{RUNS}}
