@@ -28,6 +28,8 @@ pub struct AllInOneConfig {
     /// Put an ingress relay here in front of two clusters.
     pub global_relay: Option<SocketAddr>,
     pub transceivers: u16,
+    /// Socket loops per transceiver.
+    pub transceiver_workers: u8,
     pub relay_workers: usize,
     /// Hex route secret shared by relays and transceivers; random per process when absent.
     pub route_secret: Option<String>,
@@ -56,6 +58,7 @@ impl Default for AllInOneConfig {
             relay: "127.0.0.1:3478".parse().unwrap(),
             global_relay: None,
             transceivers: 2,
+            transceiver_workers: 2,
             relay_workers: 1,
             route_secret: None,
             redis_url: None,
@@ -231,20 +234,21 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         let sockets = RelaySockets::bind(listen, SocketAddr::new(ip, 0), cfg.relay_workers)?;
         let public = sockets.public_addr;
         let media_addr = global_addrs.map(|(g, _)| g).unwrap_or(public);
-        let mut members = ClusterMembers::new(cluster);
+        let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
         let mut ts = vec![];
         for id in 1..=cfg.transceivers {
-            let (h, t) = transceiver::spawn(TransceiverConfig {
+            let (h, workers) = transceiver::spawn(TransceiverConfig {
                 cluster,
                 id,
                 bind: SocketAddr::new(ip, 0),
                 advertise: (!cfg.direct).then_some(media_addr),
                 route_keys: keys.clone(),
                 lifecycle: cfg.lifecycle,
+                workers: cfg.transceiver_workers,
             })?;
             members = members.with(id, h.addr);
             ts.push(h);
-            threads.push(t);
+            threads.extend(workers);
         }
         let mut rc = RelayConfig::new(public, members, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;

@@ -49,6 +49,9 @@ struct AllInOneArgs {
     /// Transceivers per cluster.
     #[arg(long, env = "VOICE_EDGE_TRANSCEIVERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     transceivers: u16,
+    /// Worker threads per transceiver, each with its own socket (consecutive ports) and calls.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
+    transceiver_workers: u8,
     /// Worker threads per relay.
     #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
     relay_workers: usize,
@@ -90,6 +93,9 @@ struct RelayArgs {
     /// A transceiver (or, with --global, a cluster relay link): ID=ADDR, repeatable.
     #[arg(long = "transceiver", alias = "next-hop", env = "VOICE_EDGE_TRANSCEIVERS_MAP", value_delimiter = ',', value_parser = parse_member, required = true)]
     transceivers: Vec<(u16, SocketAddr)>,
+    /// Worker sockets per transceiver: worker W of transceiver ID=ADDR listens on ADDR's port + W.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 1)]
+    transceiver_workers: u8,
     /// Link address of a global relay allowed to hand over client datagrams; repeatable.
     #[arg(
         long = "upstream",
@@ -180,6 +186,7 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
             relay: a.relay,
             global_relay: a.global_relay,
             transceivers: a.transceivers,
+            transceiver_workers: a.transceiver_workers,
             relay_workers: a.relay_workers,
             route_secret: a.route_secret,
             redis_url: a.redis_url,
@@ -222,6 +229,7 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
             Tier::Cluster { cluster: a.cluster }
         },
         next_hops,
+        hop_workers: a.transceiver_workers,
         upstreams: a.upstreams,
         route_keys: keys,
         workers: a.workers.unwrap_or_else(|| {

@@ -11,8 +11,10 @@ use std::net::SocketAddr;
 #[derive(Debug, Clone)]
 pub struct ClusterMembers {
     pub cluster: u16,
-    /// Transceiver id → the internal UDP address the relay forwards to.
+    /// Transceiver id → the internal UDP address of its worker 0.
     pub transceivers: HashMap<u16, SocketAddr>,
+    /// Worker sockets per transceiver: worker `w` is at worker 0's port + `w`.
+    pub workers: u8,
 }
 
 impl ClusterMembers {
@@ -20,7 +22,13 @@ impl ClusterMembers {
         ClusterMembers {
             cluster,
             transceivers: HashMap::new(),
+            workers: 1,
         }
+    }
+
+    pub fn with_workers(mut self, workers: u8) -> Self {
+        self.workers = workers;
+        self
     }
 
     pub fn with(mut self, id: u16, addr: SocketAddr) -> Self {

@@ -84,3 +84,78 @@ async fn two_concurrent_calls_land_on_different_transceivers_and_both_echo() {
     b.pc.close().await.unwrap();
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_on_one_transceiver_spread_over_its_workers_and_both_echo() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let server = allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        transceivers: 1,
+        transceiver_workers: 2,
+        ..Default::default()
+    })
+    .await
+    .expect("start all-in-one");
+    let (mut a, mut b) = tokio::join!(
+        Client::call(server.http_addr, "/v1/realtime/calls?model=loopback"),
+        Client::call(server.http_addr, "/v1/realtime/calls?model=loopback")
+    );
+    let workers = [
+        a.response.headers["x-voice-edge-worker"].clone(),
+        b.response.headers["x-voice-edge-worker"].clone(),
+    ];
+    assert_eq!(
+        {
+            let mut w = workers.clone();
+            w.sort();
+            w
+        },
+        ["0", "1"],
+        "calls were not spread over the two workers"
+    );
+    tokio::join!(
+        a.wait_connected(Duration::from_secs(10)),
+        b.wait_connected(Duration::from_secs(10))
+    );
+    let (ga, gb) = tokio::join!(a.echo_round(0xC1, 30), b.echo_round(0xC2, 30));
+    assert!(ga >= 27 && gb >= 27, "echo a={ga}/30 b={gb}/30");
+
+    // The admin list names each call's worker, and the transceiver reports both workers busy.
+    let r = common::http_get(server.http_addr, "/admin/calls").await;
+    assert_eq!(r.status, 200);
+    let body = r.body;
+    let calls: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let mut listed: Vec<u64> = calls["calls"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["worker"].as_u64().unwrap())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, [0, 1], "{body}");
+    let per_worker = server.transceivers[0].worker_stats().await;
+    assert_eq!(
+        per_worker.iter().map(|s| s.sessions).collect::<Vec<_>>(),
+        [1, 1]
+    );
+
+    // Hang-up finds the call's worker from its id.
+    let id = a.response.headers["location"]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let r = common::http_post(
+        server.http_addr,
+        &format!("/v1/realtime/calls/{id}/hangup"),
+        "text/plain",
+        b"",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    a.wait_gone(Duration::from_secs(10)).await;
+    b.pc.close().await.unwrap();
+    a.pc.close().await.unwrap();
+    server.shutdown().await;
+}

@@ -78,7 +78,7 @@ fn flows_survive_redis_outages_and_are_written_when_it_returns() {
     let key = flow_key("c2", client.local_addr().unwrap());
     assert_eq!(
         wait_for(redis.addr, &key, Duration::from_secs(5)).as_deref(),
-        Some("5")
+        Some("5/0")
     );
     assert!(relay.counters().cache_writes >= 1);
 
@@ -93,7 +93,7 @@ fn flows_survive_redis_outages_and_are_written_when_it_returns() {
     let key2 = flow_key("c2", client2.local_addr().unwrap());
     assert_eq!(
         wait_for(redis.addr, &key2, Duration::from_secs(5)).as_deref(),
-        Some("5")
+        Some("5/0")
     );
     relay.stop();
 }

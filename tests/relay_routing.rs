@@ -248,3 +248,71 @@ fn a_flood_of_new_sources_never_evicts_an_established_flow() {
     assert_eq!(c.dropped_not_stun, 40, "{c:?}");
     f.relay.stop();
 }
+
+/// Two sockets on consecutive ports, as a transceiver's workers 0 and 1 bind them.
+fn worker_sinks() -> (UdpSocket, UdpSocket) {
+    for _ in 0..32 {
+        let w0 = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let next = w0.local_addr().unwrap().port() + 1;
+        if let Ok(w1) = UdpSocket::bind(("127.0.0.1", next)) {
+            for s in [&w0, &w1] {
+                s.set_read_timeout(Some(Duration::from_millis(300)))
+                    .unwrap();
+            }
+            return (w0, w1);
+        }
+    }
+    panic!("no two consecutive free ports");
+}
+
+#[test]
+fn the_worker_byte_picks_the_transceiver_worker_socket() {
+    let (w0, w1) = worker_sinks();
+    let keys = RouteKeys::from_hex(0, SECRET).unwrap();
+    let members = ClusterMembers::new(7)
+        .with(3, w0.local_addr().unwrap())
+        .with_workers(2);
+    let relay = relay::spawn(RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        members,
+        keys.clone(),
+    ))
+    .unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+
+    // Worker 1's route goes to worker 0's port + 1, and only there.
+    let req = binding_request(&format!("{}:clnt", ufrag::mint(&keys, 7, 3, 1)));
+    client.send_to(&req, relay.public_addr).unwrap();
+    let (pkt, _) = recv(&w1).expect("worker 1 did not get its binding request");
+    assert_eq!(&pkt[LINK_HEADER_LEN..], &req[..]);
+    assert!(recv(&w0).is_none(), "worker 0 got worker 1's packet");
+
+    // Worker 1 answers from its own port: the relay knows it as transceiver 3.
+    let (h, _) = LinkHeader::parse(&pkt).unwrap();
+    let mut reply = vec![0u8; LINK_HEADER_LEN];
+    h.write(&mut reply);
+    reply.extend_from_slice(b"\x17from-worker-1");
+    w1.send_to(&reply, relay.link_addr).unwrap();
+    let (got, _) = recv(&client).expect("worker 1's reply did not reach the client");
+    assert_eq!(got, b"\x17from-worker-1");
+
+    // A worker the transceiver does not have is refused, even with a valid MAC.
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let req = binding_request(&format!("{}:clnt", ufrag::mint(&keys, 7, 3, 2)));
+    other.send_to(&req, relay.public_addr).unwrap();
+    assert!(recv(&w0).is_none() && recv(&w1).is_none());
+    let c = relay.counters();
+    assert_eq!(
+        (
+            c.flows_created,
+            c.forwarded_out,
+            c.dropped_unknown_transceiver
+        ),
+        (1, 1, 1),
+        "{c:?}"
+    );
+    relay.stop();
+}

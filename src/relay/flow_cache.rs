@@ -23,8 +23,15 @@ pub struct FlowCacheConfig {
 
 #[derive(Debug, Clone, Copy)]
 pub enum CacheRequest {
-    Write { client: SocketAddr, hop: u16 },
-    Lookup { client: SocketAddr },
+    /// `owner` is the worker address the flow goes to; its worker index is stored with `hop`.
+    Write {
+        client: SocketAddr,
+        hop: u16,
+        owner: SocketAddr,
+    },
+    Lookup {
+        client: SocketAddr,
+    },
 }
 
 /// Failed writes kept for replay; beyond this the oldest information is simply lost, and those
@@ -43,7 +50,8 @@ pub fn flow_key(scope: &str, client: SocketAddr) -> String {
 pub struct CacheThread {
     pub cfg: FlowCacheConfig,
     pub scope: String,
-    pub next_hops: HashMap<u16, SocketAddr>,
+    /// Resolves stored routes back to addresses, as the workers do.
+    pub relay: super::RelayConfig,
     pub shared: Arc<SharedFlows>,
     pub counters: Arc<Counters>,
 }
@@ -72,7 +80,7 @@ impl CacheThread {
         // Connect before the first request: right after a restart the first lookup is on the
         // media path's clock.
         let mut conn: Option<redis::Connection> = connect(&client);
-        let mut backlog: HashMap<SocketAddr, u16> = HashMap::new();
+        let mut backlog: HashMap<SocketAddr, String> = HashMap::new();
         let mut last_attempt = Instant::now();
         loop {
             let req = if backlog.is_empty() {
@@ -94,12 +102,12 @@ impl CacheThread {
             if let Some(c) = conn.as_mut()
                 && !backlog.is_empty()
             {
-                let pending: Vec<(SocketAddr, u16)> = backlog.drain().collect();
-                for (client_addr, hop) in pending {
-                    if self.write(c, client_addr, hop) {
+                let pending: Vec<(SocketAddr, String)> = backlog.drain().collect();
+                for (client_addr, value) in pending {
+                    if self.write(c, client_addr, &value) {
                         Counters::inc(&self.counters.cache_writes);
                     } else {
-                        backlog.insert(client_addr, hop);
+                        backlog.insert(client_addr, value);
                     }
                 }
                 if !backlog.is_empty() {
@@ -107,15 +115,20 @@ impl CacheThread {
                 }
             }
             match req {
-                Some(CacheRequest::Write { client: addr, hop }) => {
-                    let ok = conn.as_mut().is_some_and(|c| self.write(c, addr, hop));
+                Some(CacheRequest::Write {
+                    client: addr,
+                    hop,
+                    owner,
+                }) => {
+                    let value = self.encode(hop, owner);
+                    let ok = conn.as_mut().is_some_and(|c| self.write(c, addr, &value));
                     if ok {
                         Counters::inc(&self.counters.cache_writes);
                     } else {
                         conn = None;
                         Counters::inc(&self.counters.cache_write_errors);
                         if backlog.len() < MAX_BACKLOG {
-                            backlog.insert(addr, hop);
+                            backlog.insert(addr, value);
                         }
                     }
                 }
@@ -125,10 +138,7 @@ impl CacheThread {
                         redis::cmd("GET").arg(flow_key(&self.scope, addr)).query(c);
                     match r {
                         Ok(Some(v)) => {
-                            let found = v
-                                .parse::<u16>()
-                                .ok()
-                                .and_then(|h| self.next_hops.get(&h).map(|o| (h, *o)));
+                            let found = self.decode(&v);
                             if let Some((hop, owner)) = found {
                                 self.shared.insert(addr, owner, hop, Instant::now());
                                 Counters::inc(&self.counters.flows_recovered_cache);
@@ -143,10 +153,29 @@ impl CacheThread {
         }
     }
 
-    fn write(&self, c: &mut redis::Connection, client: SocketAddr, hop: u16) -> bool {
+    /// `hop/worker`: the worker is stored as an index, not an address, so a stale or forged
+    /// entry can only ever name a configured member.
+    fn encode(&self, hop: u16, owner: SocketAddr) -> String {
+        let worker = self
+            .relay
+            .next_hops
+            .get(&hop)
+            .map(|base| owner.port().saturating_sub(base.port()))
+            .unwrap_or(0);
+        format!("{hop}/{worker}")
+    }
+
+    fn decode(&self, v: &str) -> Option<(u16, SocketAddr)> {
+        let (hop, worker) = v.split_once('/').unwrap_or((v, "0"));
+        let hop = hop.parse::<u16>().ok()?;
+        let worker = worker.parse::<u8>().ok()?;
+        Some((hop, self.relay.next_hop(hop, worker)?))
+    }
+
+    fn write(&self, c: &mut redis::Connection, client: SocketAddr, value: &str) -> bool {
         redis::cmd("SET")
             .arg(flow_key(&self.scope, client))
-            .arg(hop)
+            .arg(value)
             .arg("PX")
             .arg(self.cfg.ttl.as_millis() as u64)
             .query::<()>(c)
@@ -159,4 +188,41 @@ fn connect(client: &redis::Client) -> Option<redis::Connection> {
     c.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
     c.set_write_timeout(Some(IO_TIMEOUT)).ok()?;
     Some(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::membership::ClusterMembers;
+    use crate::relay::RelayConfig;
+    use crate::routing::RouteKeys;
+
+    fn thread(workers: u8) -> CacheThread {
+        let base: SocketAddr = "10.0.0.5:4000".parse().unwrap();
+        let members = ClusterMembers::new(0).with(3, base).with_workers(workers);
+        let keys = RouteKeys::from_hex(0, &"ab".repeat(32)).unwrap();
+        CacheThread {
+            cfg: FlowCacheConfig {
+                redis: "127.0.0.1:1".into(),
+                ttl: Duration::from_secs(1),
+            },
+            scope: "c0".into(),
+            relay: RelayConfig::new("127.0.0.1:0".parse().unwrap(), members, keys),
+            shared: Arc::new(SharedFlows::new(4, Duration::from_secs(1))),
+            counters: Arc::default(),
+        }
+    }
+
+    #[test]
+    fn a_stored_flow_names_its_worker_and_resolves_back_to_its_socket() {
+        let t = thread(2);
+        let w1: SocketAddr = "10.0.0.5:4001".parse().unwrap();
+        assert_eq!(t.encode(3, w1), "3/1");
+        assert_eq!(t.decode("3/1"), Some((3, w1)));
+        assert_eq!(t.decode("3"), Some((3, "10.0.0.5:4000".parse().unwrap())));
+        // Entries naming a worker or transceiver that is not configured resolve to nothing.
+        assert_eq!(t.decode("3/2"), None);
+        assert_eq!(t.decode("4/0"), None);
+        assert_eq!(t.decode("3/x"), None);
+    }
 }

@@ -101,12 +101,12 @@ impl FlowTable {
         &mut self,
         now: Instant,
         every: Duration,
-        out: &mut Vec<(SocketAddr, u16)>,
+        out: &mut Vec<(SocketAddr, u16, SocketAddr)>,
     ) {
         for (client, f) in self.flows.iter_mut() {
             if now.duration_since(f.written) >= every && now.duration_since(f.last_seen) < every {
                 f.written = now;
-                out.push((*client, f.hop));
+                out.push((*client, f.hop, f.owner));
             }
         }
     }
@@ -198,7 +198,7 @@ mod tests {
         t.touch(&a(1), t1);
         let mut out = vec![];
         t.due_for_refresh(t1, Duration::from_secs(20), &mut out);
-        assert_eq!(out, vec![(a(1), 1)]);
+        assert_eq!(out, vec![(a(1), 1, a(9000))]);
         out.clear();
         t.due_for_refresh(t1, Duration::from_secs(20), &mut out);
         assert!(out.is_empty(), "refreshed twice");

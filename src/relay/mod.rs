@@ -56,6 +56,9 @@ pub struct RelayConfig {
     pub tier: Tier,
     /// Route id → next hop's link address: transceivers (cluster tier) or cluster relays (global).
     pub next_hops: HashMap<u16, SocketAddr>,
+    /// Cluster tier: worker sockets per transceiver, on consecutive ports from its address; the
+    /// route's worker byte picks one. A worker byte at or above this is dropped.
+    pub hop_workers: u8,
     /// Global relays allowed to hand this relay client datagrams over the link.
     pub upstreams: Vec<SocketAddr>,
     pub route_keys: RouteKeys,
@@ -81,6 +84,7 @@ impl RelayConfig {
                 cluster: members.cluster,
             },
             next_hops: members.transceivers,
+            hop_workers: members.workers,
             upstreams: vec![],
             route_keys,
             workers: 1,
@@ -103,6 +107,33 @@ impl RelayConfig {
             next_hops: cluster_relays,
             ..Self::new(listen, ClusterMembers::new(0), route_keys)
         }
+    }
+
+    /// Where worker `worker` of next hop `hop` listens: the hop's port plus the worker index.
+    /// A global relay forwards to cluster relays, which have no workers to address.
+    pub(crate) fn next_hop(&self, hop: u16, worker: u8) -> Option<SocketAddr> {
+        let base = *self.next_hops.get(&hop)?;
+        match self.tier {
+            Tier::Global => Some(base),
+            Tier::Cluster { .. } if worker < self.hop_workers.max(1) => base
+                .port()
+                .checked_add(worker as u16)
+                .map(|p| SocketAddr::new(base.ip(), p)),
+            Tier::Cluster { .. } => None,
+        }
+    }
+
+    /// Every address a next hop may answer from, with its route id.
+    pub(crate) fn next_hop_addrs(&self) -> HashMap<SocketAddr, u16> {
+        let mut out = HashMap::new();
+        for &id in self.next_hops.keys() {
+            for w in 0..self.hop_workers.max(1) {
+                if let Some(a) = self.next_hop(id, w) {
+                    out.insert(a, id);
+                }
+            }
+        }
+        out
     }
 
     fn scope(&self) -> String {
@@ -219,7 +250,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
             let (tx, t) = flow_cache::CacheThread {
                 cfg: c.clone(),
                 scope: cfg.scope(),
-                next_hops: cfg.next_hops.clone(),
+                relay: cfg.clone(),
                 shared: shared.clone(),
                 counters: cache_counters.clone(),
             }

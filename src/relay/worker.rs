@@ -58,12 +58,12 @@ pub(super) struct Worker {
     wake: RawFd,
     /// Outbound learning runs until then: after that every live flow has been seen by now.
     learn_until: Instant,
-    refresh_buf: Vec<(SocketAddr, u16)>,
+    refresh_buf: Vec<(SocketAddr, u16, SocketAddr)>,
 }
 
 impl Worker {
     pub(super) fn new(p: WorkerParts) -> Self {
-        let hop_ids = p.cfg.next_hops.iter().map(|(id, a)| (*a, *id)).collect();
+        let hop_ids = p.cfg.next_hop_addrs();
         Worker {
             index: p.index,
             public: p.public,
@@ -236,15 +236,15 @@ impl Worker {
                 Counters::inc(&c.dropped_bad_route);
                 return None;
             };
-            let hop = match self.cfg.tier {
+            let (hop, worker) = match self.cfg.tier {
                 Tier::Cluster { cluster } if hint.cluster != cluster => {
                     Counters::inc(&c.dropped_wrong_cluster);
                     return None;
                 }
-                Tier::Cluster { .. } => hint.transceiver,
-                Tier::Global => hint.cluster,
+                Tier::Cluster { .. } => (hint.transceiver, hint.worker),
+                Tier::Global => (hint.cluster, 0),
             };
-            let Some(&owner) = self.cfg.next_hops.get(&hop) else {
+            let Some(owner) = self.cfg.next_hop(hop, worker) else {
                 Counters::inc(&c.dropped_unknown_transceiver);
                 return None;
             };
@@ -255,7 +255,7 @@ impl Worker {
                 }
                 Insert::New => {
                     Counters::inc(&c.flows_created);
-                    self.cache_request(CacheRequest::Write { client, hop });
+                    self.cache_request(CacheRequest::Write { client, hop, owner });
                 }
                 Insert::Updated => {}
             }
@@ -321,8 +321,8 @@ impl Worker {
         if let Some(cache) = &self.cfg.cache {
             let mut due = std::mem::take(&mut self.refresh_buf);
             self.flows.due_for_refresh(now, cache.ttl / 3, &mut due);
-            for (client, hop) in due.drain(..) {
-                self.cache_request(CacheRequest::Write { client, hop });
+            for (client, hop, owner) in due.drain(..) {
+                self.cache_request(CacheRequest::Write { client, hop, owner });
             }
             self.refresh_buf = due;
         }

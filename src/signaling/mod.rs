@@ -88,6 +88,7 @@ impl Signaling {
                 HeaderName::from_static("x-voice-edge-media"),
                 HeaderName::from_static("x-voice-edge-cluster"),
                 HeaderName::from_static("x-voice-edge-transceiver"),
+                HeaderName::from_static("x-voice-edge-worker"),
             ]);
         Router::new()
             .route("/v1/realtime/calls", post(create_call))
@@ -281,6 +282,7 @@ async fn create_call(
         "x-voice-edge-transceiver",
         created.transceiver.to_string(),
     );
+    set(h, "x-voice-edge-worker", created.worker.to_string());
     Ok(resp)
 }
 
@@ -332,13 +334,13 @@ async fn hangup(
 impl Signaling {
     /// The transceiver a call id names (the id encodes cluster and transceiver).
     fn transceiver_of(&self, call_id: &str) -> Option<TransceiverHandle> {
-        let (cluster, transceiver) = crate::transceiver::call_id::decode(call_id)?;
+        let place = crate::transceiver::call_id::decode(call_id)?;
         self.clusters
             .iter()
-            .find(|c| c.id == cluster)?
+            .find(|c| c.id == place.cluster)?
             .transceivers
             .iter()
-            .find(|t| t.id == transceiver)
+            .find(|t| t.id == place.transceiver)
             .cloned()
     }
 }
@@ -350,7 +352,7 @@ async fn admin_stats(State(sig): State<Signaling>) -> Json<Value> {
         .iter()
         .flat_map(|c| {
             c.transceivers.iter().map(move |t| {
-                json!({"cluster": c.id, "id": t.id, "addr": t.addr, "live_calls": t.live_calls(), "draining": t.is_draining()})
+                json!({"cluster": c.id, "id": t.id, "addr": t.addr, "workers": t.workers(), "live_calls": t.live_calls(), "draining": t.is_draining()})
             })
         })
         .collect();

@@ -1,25 +1,42 @@
-//! Call ids that say where the call lives: `rtc_<cluster:4 hex><transceiver:4 hex><random>`.
+//! Call ids that say where the call lives:
+//! `rtc_<cluster:4 hex><transceiver:4 hex><worker:2 hex><random:18 hex>`.
 //!
 //! Signaling routes `/v1/realtime/calls/{id}/…` by decoding the id instead of keeping a map of
-//! calls, so a call that ends on its own leaves nothing behind outside its transceiver. The id
-//! grants nothing by itself: the random part only keeps ids unique and unguessable.
+//! calls, and a transceiver hands the request straight to the worker that owns the call, so a
+//! call that ends on its own leaves nothing behind outside that worker. The id grants nothing by
+//! itself: the random part only keeps ids unique and unguessable.
 
-pub fn mint(cluster: u16, transceiver: u16) -> String {
+/// Where a call lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallPlace {
+    pub cluster: u16,
+    pub transceiver: u16,
+    pub worker: u8,
+}
+
+pub fn mint(place: CallPlace) -> String {
+    let CallPlace {
+        cluster,
+        transceiver,
+        worker,
+    } = place;
     format!(
-        "rtc_{cluster:04x}{transceiver:04x}{}",
-        hex::encode(rand::random::<[u8; 10]>())
+        "rtc_{cluster:04x}{transceiver:04x}{worker:02x}{}",
+        hex::encode(rand::random::<[u8; 9]>())
     )
 }
 
-/// (cluster, transceiver) of a call id minted here, or `None` for anything else.
-pub fn decode(id: &str) -> Option<(u16, u16)> {
+/// Where a call id minted here lives, or `None` for anything else.
+pub fn decode(id: &str) -> Option<CallPlace> {
     let hexpart = id.strip_prefix("rtc_")?;
     if hexpart.len() != 28 || !hexpart.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
-    let cluster = u16::from_str_radix(&hexpart[0..4], 16).ok()?;
-    let transceiver = u16::from_str_radix(&hexpart[4..8], 16).ok()?;
-    Some((cluster, transceiver))
+    Some(CallPlace {
+        cluster: u16::from_str_radix(&hexpart[0..4], 16).ok()?,
+        transceiver: u16::from_str_radix(&hexpart[4..8], 16).ok()?,
+        worker: u8::from_str_radix(&hexpart[8..10], 16).ok()?,
+    })
 }
 
 #[cfg(test)]
@@ -28,9 +45,14 @@ mod tests {
 
     #[test]
     fn round_trip_and_garbage() {
-        let id = mint(3, 513);
-        assert_eq!(decode(&id), Some((3, 513)));
-        assert_ne!(mint(3, 513), id);
+        let place = CallPlace {
+            cluster: 3,
+            transceiver: 513,
+            worker: 7,
+        };
+        let id = mint(place);
+        assert_eq!(decode(&id), Some(place));
+        assert_ne!(mint(place), id);
         assert_eq!(decode("rtc_zz"), None);
         assert_eq!(decode(&id.replace("rtc_", "sess_")), None);
         assert_eq!(decode(&format!("{id}0")), None);

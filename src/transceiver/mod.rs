@@ -36,6 +36,9 @@ pub struct TransceiverConfig {
     pub advertise: Option<SocketAddr>,
     pub route_keys: RouteKeys,
     pub lifecycle: Lifecycle,
+    /// Socket loops (threads) in this transceiver, each with its own socket on `bind`'s port
+    /// plus its index, and its own calls.
+    pub workers: u8,
 }
 
 /// When a transceiver gives up on a call. Every ending releases all of the call's state.
@@ -84,6 +87,28 @@ pub struct WorkerStats {
     pub ended: EndCounters,
 }
 
+impl WorkerStats {
+    fn merge(self, o: &WorkerStats) -> WorkerStats {
+        let (a, b) = (self.ended, o.ended);
+        WorkerStats {
+            sessions: self.sessions + o.sessions,
+            ufrag_index: self.ufrag_index + o.ufrag_index,
+            addr_index: self.addr_index + o.addr_index,
+            call_index: self.call_index + o.call_index,
+            timers: self.timers + o.timers,
+            dropped_unknown: self.dropped_unknown + o.dropped_unknown,
+            ended: EndCounters {
+                hangup: a.hangup + b.hangup,
+                peer_closed: a.peer_closed + b.peer_closed,
+                setup_timeout: a.setup_timeout + b.setup_timeout,
+                consent_expired: a.consent_expired + b.consent_expired,
+                idle_timeout: a.idle_timeout + b.idle_timeout,
+                shutdown: a.shutdown + b.shutdown,
+            },
+        }
+    }
+}
+
 /// What a created call tells signaling.
 #[derive(Debug, Clone, Serialize)]
 pub struct CreatedCall {
@@ -92,6 +117,7 @@ pub struct CreatedCall {
     pub answer_sdp: String,
     pub cluster: u16,
     pub transceiver: u16,
+    pub worker: u8,
     pub candidate: SocketAddr,
 }
 
@@ -101,6 +127,7 @@ pub struct CallInfo {
     pub call_id: String,
     pub cluster: u16,
     pub transceiver: u16,
+    pub worker: u8,
     pub client: Option<SocketAddr>,
     pub via_relay: Option<SocketAddr>,
     pub state: SessionState,
@@ -134,16 +161,32 @@ pub(crate) enum Command {
     },
 }
 
+/// One worker thread as the handle sees it: where to send its commands and how busy it is.
+#[derive(Clone)]
+struct WorkerLink {
+    cmd: async_channel::Sender<Command>,
+    live: Arc<AtomicUsize>,
+    /// Calls placed on this worker whose answer is not back yet; counted as load so that
+    /// concurrent placements spread instead of all seeing the same idle worker.
+    pending: Arc<AtomicUsize>,
+}
+
+impl WorkerLink {
+    fn load(&self) -> usize {
+        self.live.load(Ordering::Relaxed) + self.pending.load(Ordering::Relaxed)
+    }
+}
+
 /// Cheap to clone; what signaling and the all-in-one process hold.
 #[derive(Clone)]
 pub struct TransceiverHandle {
     pub cluster: u16,
     pub id: u16,
+    /// Worker 0's socket; worker `w` listens on the next port up, `port + w`, which is how the
+    /// relay addresses it from the worker byte in the route.
     pub addr: SocketAddr,
-    cmd: async_channel::Sender<Command>,
-    live: Arc<AtomicUsize>,
-    /// Calls placed here whose answer is not back yet; counted as load so that concurrent
-    /// placements spread instead of all seeing the same idle transceiver.
+    workers: Arc<[WorkerLink]>,
+    /// Calls placed on this transceiver whose worker is not chosen yet (see [`Self::reserve`]).
     pending: Arc<AtomicUsize>,
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
@@ -157,22 +200,32 @@ pub enum CallError {
     Unavailable(u16),
 }
 
+/// Decrements a pending count however the call setup ends.
+struct Release<'a>(&'a AtomicUsize);
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl TransceiverHandle {
-    /// Creates a call. Placement must have called [`TransceiverHandle::reserve`] first.
+    /// Creates a call on the least-loaded worker. Placement must have called
+    /// [`TransceiverHandle::reserve`] first.
     pub async fn create_call(
         &self,
         offer_sdp: String,
         model: String,
     ) -> Result<CreatedCall, CallError> {
-        struct Release<'a>(&'a AtomicUsize);
-        impl Drop for Release<'_> {
-            fn drop(&mut self) {
-                self.0.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
         let _release = Release(&self.pending);
+        let w = self
+            .workers
+            .iter()
+            .min_by_key(|w| w.load())
+            .expect("a transceiver has at least one worker");
+        w.pending.fetch_add(1, Ordering::Relaxed);
+        let _release_worker = Release(&w.pending);
         let (reply, rx) = tokio::sync::oneshot::channel();
-        self.cmd
+        w.cmd
             .send(Command::Create {
                 offer_sdp,
                 model,
@@ -183,11 +236,22 @@ impl TransceiverHandle {
         Ok(rx.await.map_err(|_| CallError::Unavailable(self.id))??)
     }
 
+    /// The worker that owns `call_id`, from the worker byte in the id.
+    fn owner(&self, call_id: &str) -> Option<&WorkerLink> {
+        let place = call_id::decode(call_id)?;
+        if place.cluster != self.cluster || place.transceiver != self.id {
+            return None;
+        }
+        self.workers.get(place.worker as usize)
+    }
+
     /// Ends a call; false when this transceiver does not know it.
     pub async fn hangup(&self, call_id: String) -> bool {
+        let Some(w) = self.owner(&call_id) else {
+            return false;
+        };
         let (reply, rx) = tokio::sync::oneshot::channel();
-        if self
-            .cmd
+        if w.cmd
             .send(Command::Hangup { call_id, reply })
             .await
             .is_err()
@@ -197,20 +261,43 @@ impl TransceiverHandle {
         rx.await.unwrap_or(false)
     }
 
+    /// Every worker's live calls.
     pub async fn list_calls(&self) -> Vec<CallInfo> {
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        if self.cmd.send(Command::List { reply }).await.is_err() {
-            return vec![];
+        let mut all = vec![];
+        for w in self.workers.iter() {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            if w.cmd.send(Command::List { reply }).await.is_ok() {
+                all.extend(rx.await.unwrap_or_default());
+            }
         }
-        rx.await.unwrap_or_default()
+        all
     }
 
-    pub async fn stats(&self) -> WorkerStats {
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        if self.cmd.send(Command::Stats { reply }).await.is_err() {
-            return WorkerStats::default();
+    /// Each worker's bookkeeping, in worker order.
+    pub async fn worker_stats(&self) -> Vec<WorkerStats> {
+        let mut all = vec![];
+        for w in self.workers.iter() {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let s = if w.cmd.send(Command::Stats { reply }).await.is_ok() {
+                rx.await.unwrap_or_default()
+            } else {
+                WorkerStats::default()
+            };
+            all.push(s);
         }
-        rx.await.unwrap_or_default()
+        all
+    }
+
+    /// All workers' bookkeeping summed.
+    pub async fn stats(&self) -> WorkerStats {
+        self.worker_stats()
+            .await
+            .into_iter()
+            .fold(WorkerStats::default(), |a, b| a.merge(&b))
+    }
+
+    pub fn workers(&self) -> usize {
+        self.workers.len()
     }
 
     /// Takes this transceiver out of placement; live calls continue until they end.
@@ -219,12 +306,15 @@ impl TransceiverHandle {
     }
 
     pub fn live_calls(&self) -> usize {
-        self.live.load(Ordering::Relaxed)
+        self.workers
+            .iter()
+            .map(|w| w.live.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Live calls plus calls being set up: what placement balances on.
     pub fn load(&self) -> usize {
-        self.live.load(Ordering::Relaxed) + self.pending.load(Ordering::Relaxed)
+        self.live_calls() + self.pending.load(Ordering::Relaxed)
     }
 
     /// Counts a call as placed here until its `create_call` returns.
@@ -236,36 +326,90 @@ impl TransceiverHandle {
         self.draining.load(Ordering::Relaxed)
     }
 
+    /// Ends every call (clients get DTLS close_notify) and stops the workers.
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.cmd.close();
+        for w in self.workers.iter() {
+            w.cmd.close();
+        }
     }
 }
 
-/// Binds the shared socket and starts the worker thread.
-pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, JoinHandle<()>)> {
-    let socket = bind_shared_socket(cfg.bind)?;
-    let addr = socket.local_addr()?;
+/// Binds one socket per worker on consecutive ports and starts the worker threads.
+pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, Vec<JoinHandle<()>>)> {
+    anyhow::ensure!(cfg.workers >= 1, "a transceiver needs at least one worker");
+    let sockets = bind_worker_sockets(cfg.bind, cfg.workers)?;
+    let addr = sockets[0].local_addr()?;
     let certificate = generate_certificate()?;
-    let (cmd_tx, cmd_rx) = async_channel::bounded(1024);
-    let live = Arc::new(AtomicUsize::new(0));
     let stop = Arc::new(AtomicBool::new(false));
+    let mut links = vec![];
+    let mut threads = vec![];
+    for (index, socket) in sockets.into_iter().enumerate() {
+        let (cmd_tx, cmd_rx) = async_channel::bounded(1024);
+        let live = Arc::new(AtomicUsize::new(0));
+        let own = socket.local_addr()?;
+        let w = worker::Worker::new(worker::WorkerParts {
+            cfg: cfg.clone(),
+            index: index as u8,
+            advertise: cfg.advertise.unwrap_or(own),
+            certificate: certificate.clone(),
+            live: live.clone(),
+            stop: stop.clone(),
+            commands: cmd_tx.clone(),
+        });
+        threads.push(
+            std::thread::Builder::new()
+                .name(format!("transceiver-{}.{index}", cfg.id))
+                .spawn(move || w.run(socket, cmd_rx))?,
+        );
+        links.push(WorkerLink {
+            cmd: cmd_tx,
+            live,
+            pending: Arc::new(AtomicUsize::new(0)),
+        });
+    }
     let handle = TransceiverHandle {
         cluster: cfg.cluster,
         id: cfg.id,
         addr,
-        cmd: cmd_tx,
-        live: live.clone(),
+        workers: links.into(),
         pending: Arc::new(AtomicUsize::new(0)),
         draining: Arc::new(AtomicBool::new(false)),
-        stop: stop.clone(),
+        stop,
     };
-    let advertise = cfg.advertise.unwrap_or(addr);
-    let w = worker::Worker::new(cfg, advertise, certificate, live, stop, handle.cmd.clone());
-    let thread = std::thread::Builder::new()
-        .name(format!("transceiver-{}", handle.id))
-        .spawn(move || w.run(socket, cmd_rx))?;
-    Ok((handle, thread))
+    Ok((handle, threads))
+}
+
+/// One socket per worker on consecutive ports from `bind`. With port 0 the first port is the
+/// kernel's choice and the run is retried when a port above it is taken.
+fn bind_worker_sockets(bind: SocketAddr, workers: u8) -> anyhow::Result<Vec<UdpSocket>> {
+    let n = workers as u16;
+    let attempts = if bind.port() == 0 { 32 } else { 1 };
+    let mut last_err = None;
+    for _ in 0..attempts {
+        let first = bind_shared_socket(bind)?;
+        let base = first.local_addr()?;
+        let mut sockets = vec![first];
+        for w in 1..n {
+            let Some(port) = base.port().checked_add(w) else {
+                last_err = Some(anyhow::anyhow!("no port {} + {w}", base.port()));
+                break;
+            };
+            match bind_shared_socket(SocketAddr::new(base.ip(), port)) {
+                Ok(s) => sockets.push(s),
+                Err(e) => {
+                    last_err = Some(anyhow::anyhow!(
+                        "worker {w} needs udp port {port} (base {base} + worker): {e}"
+                    ));
+                    break;
+                }
+            }
+        }
+        if sockets.len() == n as usize {
+            return Ok(sockets);
+        }
+    }
+    Err(last_err.unwrap_or_else(|| anyhow::anyhow!("could not bind {workers} worker sockets")))
 }
 
 /// The one socket all of a transceiver's calls share. Large kernel buffers: at a few hundred

@@ -33,8 +33,22 @@ const MAX_DATAGRAM: usize = 2048;
 
 type Key = u64;
 
+/// What a worker is started with.
+pub(super) struct WorkerParts {
+    pub cfg: TransceiverConfig,
+    pub index: u8,
+    /// The candidate put in answers: the relay, or this worker's own socket.
+    pub advertise: SocketAddr,
+    pub certificate: RTCCertificate,
+    pub live: Arc<AtomicUsize>,
+    pub stop: Arc<AtomicBool>,
+    /// This worker's own command queue, where TTS threads hand speech back.
+    pub commands: async_channel::Sender<Command>,
+}
+
 pub(super) struct Worker {
     cfg: TransceiverConfig,
+    index: u8,
     advertise: SocketAddr,
     certificate: RTCCertificate,
     live: Arc<AtomicUsize>,
@@ -72,16 +86,19 @@ enum Wake {
 }
 
 impl Worker {
-    pub(super) fn new(
-        cfg: TransceiverConfig,
-        advertise: SocketAddr,
-        certificate: RTCCertificate,
-        live: Arc<AtomicUsize>,
-        stop: Arc<AtomicBool>,
-        commands: async_channel::Sender<Command>,
-    ) -> Self {
+    pub(super) fn new(p: WorkerParts) -> Self {
+        let WorkerParts {
+            cfg,
+            index,
+            advertise,
+            certificate,
+            live,
+            stop,
+            commands,
+        } = p;
         Worker {
             cfg,
+            index,
             advertise,
             certificate,
             live,
@@ -104,7 +121,11 @@ impl Worker {
         let socket = match Async::new(socket) {
             Ok(s) => s,
             Err(e) => {
-                log::error!("transceiver {}: cannot register socket: {e}", self.cfg.id);
+                log::error!(
+                    "transceiver {}.{}: cannot register socket: {e}",
+                    self.cfg.id,
+                    self.index
+                );
                 return;
             }
         };
@@ -378,6 +399,7 @@ impl Worker {
                         call_id: s.call_id.clone(),
                         cluster: self.cfg.cluster,
                         transceiver: self.cfg.id,
+                        worker: self.index,
                         client: s.client,
                         via_relay: s.via.map(|(a, _)| a),
                         state: s.state,
@@ -401,8 +423,17 @@ impl Worker {
         model: String,
     ) -> Result<CreatedCall, peer::AnswerError> {
         let now = Instant::now();
-        let ufrag = ufrag::mint(&self.cfg.route_keys, self.cfg.cluster, self.cfg.id, 0);
-        let call_id = super::call_id::mint(self.cfg.cluster, self.cfg.id);
+        let ufrag = ufrag::mint(
+            &self.cfg.route_keys,
+            self.cfg.cluster,
+            self.cfg.id,
+            self.index,
+        );
+        let call_id = super::call_id::mint(super::call_id::CallPlace {
+            cluster: self.cfg.cluster,
+            transceiver: self.cfg.id,
+            worker: self.index,
+        });
         let answered = peer::answer(
             now,
             PeerParams {
@@ -434,9 +465,10 @@ impl Worker {
         self.live.store(self.sessions.len(), Ordering::Relaxed);
         self.after_input(socket, key, now);
         log::info!(
-            "call {call_id} on cluster {} transceiver {} (candidate {})",
+            "call {call_id} on cluster {} transceiver {}.{} (candidate {})",
             self.cfg.cluster,
             self.cfg.id,
+            self.index,
             self.advertise
         );
         Ok(CreatedCall {
@@ -444,6 +476,7 @@ impl Worker {
             answer_sdp: answered.answer_sdp,
             cluster: self.cfg.cluster,
             transceiver: self.cfg.id,
+            worker: self.index,
             candidate: self.advertise,
         })
     }

@@ -38,7 +38,20 @@ pub async fn http_post(
     content_type: &str,
     body: &[u8],
 ) -> HttpResponse {
-    http_request(addr, path, content_type, body, None).await
+    http_request("POST", addr, path, content_type, body, None).await
+}
+
+pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
+    http_request("GET", addr, path, "text/plain", b"", None).await
+}
+
+pub async fn http_patch(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> HttpResponse {
+    http_request("PATCH", addr, path, content_type, body, None).await
 }
 
 pub async fn http_post_auth(
@@ -48,10 +61,11 @@ pub async fn http_post_auth(
     body: &[u8],
     key: &str,
 ) -> HttpResponse {
-    http_request(addr, path, content_type, body, Some(key)).await
+    http_request("POST", addr, path, content_type, body, Some(key)).await
 }
 
 async fn http_request(
+    method: &str,
     addr: SocketAddr,
     path: &str,
     content_type: &str,
@@ -65,7 +79,7 @@ async fn http_request(
         .map(|k| format!("Authorization: Bearer {k}\r\n"))
         .unwrap_or_default();
     let head = format!(
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.unwrap();
