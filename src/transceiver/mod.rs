@@ -132,6 +132,9 @@ pub struct CallInfo {
     pub via_relay: Option<SocketAddr>,
     pub state: SessionState,
     pub age_ms: u64,
+    /// Answer → ICE pair selected.
+    pub ice_ms: Option<u64>,
+    /// Answer → DTLS connected.
     pub connect_ms: Option<u64>,
     pub counters: SessionCounters,
     pub voice: VoiceTimings,

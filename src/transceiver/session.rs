@@ -15,7 +15,7 @@ use rtc::data_channel::RTCDataChannelId;
 use rtc::peer_connection::RTCPeerConnection;
 use rtc::peer_connection::event::{RTCDataChannelEvent, RTCPeerConnectionEvent};
 use rtc::peer_connection::message::RTCMessage;
-use rtc::peer_connection::state::RTCPeerConnectionState;
+use rtc::peer_connection::state::{RTCIceConnectionState, RTCPeerConnectionState};
 use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
@@ -66,6 +66,9 @@ pub struct Session {
     pub state: SessionState,
     pub created: Instant,
     pub connected_at: Option<Instant>,
+    /// When ICE selected its pair: with ICE-lite that is the client's first valid check, not
+    /// its later nomination (see vendor/rtc-ice/PATCHED.md).
+    pub ice_connected_at: Option<Instant>,
     /// Last STUN binding request from the client (RFC 7675 consent).
     pub last_consent: Instant,
     /// Last datagram of any kind from the client.
@@ -115,6 +118,7 @@ impl Session {
             state: SessionState::Connecting,
             created: now,
             connected_at: None,
+            ice_connected_at: None,
             last_consent: now,
             last_heard: now,
             counters: SessionCounters::default(),
@@ -210,6 +214,11 @@ impl Session {
                     }
                     _ => {}
                 }
+            }
+            RTCPeerConnectionEvent::OnIceConnectionStateChangeEvent(
+                RTCIceConnectionState::Connected,
+            ) => {
+                self.ice_connected_at.get_or_insert(now);
             }
             RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnOpen(id)) => {
                 let label = self.pc.data_channel(id).map(|dc| dc.label().to_owned());

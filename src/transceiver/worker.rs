@@ -405,6 +405,9 @@ impl Worker {
                         state: s.state,
                         age_ms: now.duration_since(s.created).as_millis() as u64,
                         voice: s.timings(),
+                        ice_ms: s
+                            .ice_connected_at
+                            .map(|c| c.duration_since(s.created).as_millis() as u64),
                         connect_ms: s
                             .connected_at
                             .map(|c| c.duration_since(s.created).as_millis() as u64),

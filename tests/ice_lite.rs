@@ -1,0 +1,156 @@
+//! ICE-lite answers: the transceiver selects its pair on the client's first authenticated
+//! check, so a browser's DTLS ClientHello (sent as soon as *its* check succeeds) is accepted
+//! instead of dropped until a later check carries USE-CANDIDATE (~50 ms with Chromium; see
+//! `vendor/rtc-ice/PATCHED.md` and `bench/connect`).
+
+mod common;
+
+use std::net::UdpSocket;
+use std::time::Duration;
+
+use rtc::stun::attributes::ATTR_USERNAME;
+use rtc::stun::fingerprint::FINGERPRINT;
+use rtc::stun::integrity::MessageIntegrity;
+use rtc::stun::message::{BINDING_REQUEST, BINDING_SUCCESS, Message, TransactionId};
+use rtc::stun::textattrs::Username;
+use voice_edge::allinone::{self, AllInOneConfig};
+
+/// What Chromium offers for one microphone and the `oai-events` channel, trimmed to the lines
+/// an answerer reads. The ICE credentials are ours, so the test can sign checks.
+const CLIENT_UFRAG: &str = "cL1e";
+const CLIENT_PWD: &str = "abcdefghijklmnopqrstuvwx";
+
+fn chromium_like_offer() -> String {
+    [
+        "v=0",
+        "o=- 4611731400430051336 2 IN IP4 127.0.0.1",
+        "s=-",
+        "t=0 0",
+        "a=group:BUNDLE 0 1",
+        "a=msid-semantic: WMS",
+        "m=audio 9 UDP/TLS/RTP/SAVPF 111",
+        "c=IN IP4 0.0.0.0",
+        "a=rtcp:9 IN IP4 0.0.0.0",
+        &format!("a=ice-ufrag:{CLIENT_UFRAG}"),
+        &format!("a=ice-pwd:{CLIENT_PWD}"),
+        "a=ice-options:trickle",
+        "a=fingerprint:sha-256 7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:19:08",
+        "a=setup:actpass",
+        "a=mid:0",
+        "a=sendrecv",
+        "a=msid:- mic",
+        "a=rtcp-mux",
+        "a=rtpmap:111 opus/48000/2",
+        "a=fmtp:111 minptime=10;useinbandfec=1",
+        "a=ssrc:1001 cname:test",
+        "m=application 9 UDP/DTLS/SCTP webrtc-datachannel",
+        "c=IN IP4 0.0.0.0",
+        &format!("a=ice-ufrag:{CLIENT_UFRAG}"),
+        &format!("a=ice-pwd:{CLIENT_PWD}"),
+        "a=ice-options:trickle",
+        "a=fingerprint:sha-256 7B:8B:F0:65:5F:78:E2:51:3B:AC:6F:F3:3F:46:1B:35:DC:B8:5F:64:1A:24:C2:43:F0:A1:58:D0:A1:2C:19:08",
+        "a=setup:actpass",
+        "a=mid:1",
+        "a=sctp-port:5000",
+        "a=max-message-size:262144",
+        "",
+    ]
+    .join("\r\n")
+}
+
+fn sdp_attr<'a>(sdp: &'a str, name: &str) -> &'a str {
+    sdp.lines()
+        .find_map(|l| l.strip_prefix(&format!("a={name}:")))
+        .unwrap_or_else(|| panic!("answer has no a={name}:\n{sdp}"))
+        .trim()
+}
+
+/// A connectivity check as a controlling browser sends it *before* nominating: USERNAME,
+/// PRIORITY, ICE-CONTROLLING, MESSAGE-INTEGRITY (the server's password), FINGERPRINT, and no
+/// USE-CANDIDATE.
+fn plain_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
+    let provider = rtc::crypto::default_provider().unwrap();
+    let mut m = Message::new();
+    let txid = TransactionId::new();
+    m.build(&[
+        Box::new(BINDING_REQUEST),
+        Box::new(txid),
+        Box::new(Username::new(
+            ATTR_USERNAME,
+            format!("{server_ufrag}:{CLIENT_UFRAG}"),
+        )),
+        Box::new(rtc::ice::attributes::priority::PriorityAttr(2_130_706_431)),
+        Box::new(rtc::ice::attributes::control::AttrControlling(42)),
+        Box::new(MessageIntegrity::new_short_term_integrity_with_provider(
+            server_pwd.to_owned(),
+            provider.crypto(),
+        )),
+        Box::new(FINGERPRINT),
+    ])
+    .unwrap();
+    (m.raw.clone(), txid.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_first_plain_check_selects_the_pair_without_waiting_for_nomination() {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let server = allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let r = common::http_post(
+        server.http_addr,
+        "/v1/realtime/calls?model=loopback",
+        "application/sdp",
+        chromium_like_offer().as_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert!(r.body.contains("a=ice-lite"));
+    let (ufrag, pwd) = (sdp_attr(&r.body, "ice-ufrag"), sdp_attr(&r.body, "ice-pwd"));
+
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_secs(2)))
+        .unwrap();
+    let (check, txid) = plain_check(ufrag, pwd);
+    client.send_to(&check, server.media_addr).unwrap();
+
+    // The check is answered (the transceiver verified our signature with its password)...
+    let mut buf = [0u8; 1500];
+    let mut answered = false;
+    for _ in 0..8 {
+        let Ok((n, _)) = client.recv_from(&mut buf) else {
+            break;
+        };
+        let mut m = Message::new();
+        m.raw = buf[..n].to_vec();
+        if m.decode().is_ok() && m.typ == BINDING_SUCCESS && m.transaction_id.0 == txid {
+            answered = true;
+            break;
+        }
+    }
+    assert!(answered, "no binding success for the check");
+
+    // ...and ICE is up on that pair already, with DTLS not started: the server is ready for
+    // the ClientHello that a browser sends right after its own check succeeds.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    loop {
+        let calls = common::http_get(server.http_addr, "/admin/calls").await;
+        let v: serde_json::Value = serde_json::from_str(&calls.body).unwrap();
+        let call = &v["calls"][0];
+        if call["ice_ms"].is_u64() {
+            assert_eq!(call["state"], "connecting", "{call}");
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "ICE did not select the pair on a plain check: {call}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.shutdown().await;
+}
