@@ -230,3 +230,99 @@ async fn a_draining_transceiver_gets_no_new_calls_and_keeps_live_ones() {
     assert_nothing_left(&server, Duration::from_secs(5)).await;
     server.shutdown().await;
 }
+
+fn ice_ufrag(sdp: &str) -> String {
+    sdp.lines()
+        .find_map(|l| l.strip_prefix("a=ice-ufrag:"))
+        .expect("no a=ice-ufrag")
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_network() {
+    let server = start(Lifecycle::default()).await;
+    let nat = Nat::start(server.media_addr).await;
+    let mut c = Client::call_with(
+        server.http_addr,
+        "/v1/realtime/calls?model=loopback",
+        |sdp| nat.rewrite_answer(sdp),
+    )
+    .await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(c.echo_round(0x30, 10).await >= 9);
+    let id = call_id(&c);
+    let server_ufrag = ice_ufrag(&c.response.body);
+    let old_client_ufrag = ice_ufrag(&c.pc.local_description().await.unwrap().sdp);
+
+    // The client's network changes, and it restarts ICE with new credentials.
+    let new_addr = nat.rebind().await;
+    let r = c
+        .restart_ice(server.http_addr, |sdp| nat.rewrite_answer(sdp))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.headers["content-type"], "application/sdp");
+    let new_client_ufrag = ice_ufrag(&c.pc.local_description().await.unwrap().sdp);
+    assert_ne!(
+        new_client_ufrag, old_client_ufrag,
+        "the client did not restart ICE"
+    );
+    // Our ufrag carries the route, so it stays: the relay keeps finding the call.
+    assert_eq!(ice_ufrag(&r.body), server_ufrag);
+    assert_eq!(
+        r.body
+            .lines()
+            .filter(|l| l.starts_with("a=candidate"))
+            .count(),
+        1,
+        "{}",
+        r.body
+    );
+
+    // Media flows again on the restarted ICE: the same call (same id, same session, same
+    // DTLS association), now at the client's new address.
+    let mut got = 0;
+    for round in 0..20 {
+        got = c.echo_round(0x40 + round, 10).await;
+        if got >= 9 {
+            break;
+        }
+    }
+    assert!(got >= 9, "echo did not resume after the ICE restart");
+    let calls = server.transceivers[0]
+        .list_calls()
+        .await
+        .into_iter()
+        .chain(server.transceivers[1].list_calls().await)
+        .collect::<Vec<_>>();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].call_id, id);
+    assert_eq!(calls[0].client, Some(new_addr));
+
+    // A new offer for a call that does not exist, or that is not SDP, is refused clearly.
+    let offer = c.pc.local_description().await.unwrap().sdp;
+    let gone = common::http_patch(
+        server.http_addr,
+        "/v1/realtime/calls/rtc_0000000100aaaaaaaaaaaaaaaaaa",
+        "application/sdp",
+        offer.as_bytes(),
+    )
+    .await;
+    assert_eq!(gone.status, 404, "{}", gone.body);
+    let bad = common::http_patch(
+        server.http_addr,
+        &format!("/v1/realtime/calls/{id}"),
+        "application/sdp",
+        b"hello",
+    )
+    .await;
+    assert_eq!(bad.status, 400, "{}", bad.body);
+    assert!(bad.body.contains("invalid_sdp"), "{}", bad.body);
+    // ...and the call survives the bad request.
+    assert!(c.echo_round(0x60, 10).await >= 9);
+
+    c.pc.close().await.unwrap();
+    let t = assert_nothing_left(&server, Duration::from_secs(10)).await;
+    assert_eq!(t.ended.peer_closed, 1, "{t:?}");
+    server.shutdown().await;
+}

@@ -17,7 +17,7 @@ use std::sync::{Arc, Mutex};
 use axum::extract::{DefaultBodyLimit, FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{get, patch, post};
 use axum::{Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -76,7 +76,7 @@ impl Signaling {
     pub fn router(self) -> Router {
         let cors = CorsLayer::new()
             .allow_origin(Any)
-            .allow_methods([Method::GET, Method::POST, Method::OPTIONS])
+            .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::OPTIONS])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
@@ -92,6 +92,7 @@ impl Signaling {
             ]);
         Router::new()
             .route("/v1/realtime/calls", post(create_call))
+            .route("/v1/realtime/calls/{id}", patch(renegotiate))
             .route("/v1/realtime/calls/{id}/hangup", post(hangup))
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/admin/stats", get(admin_stats))
@@ -329,6 +330,42 @@ async fn hangup(
     } else {
         Err(not_found())
     }
+}
+
+/// `PATCH /v1/realtime/calls/{id}` with a new SDP offer for a live call, typically an ICE
+/// restart after the client's network changed (`pc.restartIce()` then a new offer). The call
+/// keeps its id, its session and its DTLS association; the body of the 200 is the answer.
+/// This is our extension: the Realtime API has no renegotiation endpoint. It sits on the
+/// call's `Location`, as WHIP (RFC 9725) puts ICE restarts on the session resource.
+async fn renegotiate(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let not_found = || {
+        ApiError::invalid("call_not_found", format!("no live call {id:?}"))
+            .with_status(StatusCode::NOT_FOUND)
+    };
+    let t = sig.transceiver_of(&id).ok_or_else(not_found)?;
+    let (offer, _) = read_offer(req).await?;
+    check_offer(&offer)?;
+    let answer = t
+        .renegotiate(id.clone(), offer)
+        .await
+        .map_err(|e| match e {
+            CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
+            CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
+        })?
+        .ok_or_else(not_found)?;
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/sdp"),
+        )],
+        answer,
+    )
+        .into_response())
 }
 
 impl Signaling {

@@ -150,6 +150,12 @@ pub(crate) enum Command {
         call_id: String,
         reply: tokio::sync::oneshot::Sender<bool>,
     },
+    /// A new offer on a live call (ICE restart); `None` when the call is not here.
+    Renegotiate {
+        call_id: String,
+        offer_sdp: String,
+        reply: tokio::sync::oneshot::Sender<Option<Result<String, AnswerError>>>,
+    },
     List {
         reply: tokio::sync::oneshot::Sender<Vec<CallInfo>>,
     },
@@ -262,6 +268,31 @@ impl TransceiverHandle {
             return false;
         }
         rx.await.unwrap_or(false)
+    }
+
+    /// Answers a new offer on a live call (an ICE restart): `Ok(None)` when the call is not
+    /// here, else the answer SDP.
+    pub async fn renegotiate(
+        &self,
+        call_id: String,
+        offer_sdp: String,
+    ) -> Result<Option<String>, CallError> {
+        let Some(w) = self.owner(&call_id) else {
+            return Ok(None);
+        };
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        w.cmd
+            .send(Command::Renegotiate {
+                call_id,
+                offer_sdp,
+                reply,
+            })
+            .await
+            .map_err(|_| CallError::Unavailable(self.id))?;
+        match rx.await.map_err(|_| CallError::Unavailable(self.id))? {
+            None => Ok(None),
+            Some(r) => Ok(Some(r?)),
+        }
     }
 
     /// Every worker's live calls.

@@ -164,6 +164,32 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
     })
 }
 
+/// Answers a new offer on a live call: an ICE restart (new client credentials, often from a new
+/// network) or any other renegotiation. DTLS, SRTP and the data channel carry on; our own ufrag
+/// stays the same, because it carries the route and the relay must keep finding this call.
+/// (RFC 8839 asks the answerer for fresh credentials on a restart; browsers accept unchanged
+/// ones, and changing the routed ufrag would break every flow the relays know.)
+pub fn reanswer(
+    pc: &mut RTCPeerConnection,
+    now: Instant,
+    offer_sdp: String,
+) -> Result<String, AnswerError> {
+    let offer =
+        RTCSessionDescription::offer(offer_sdp).map_err(|e| AnswerError::BadSdp(e.to_string()))?;
+    offer
+        .unmarshal()
+        .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
+    let neg = |e: rtc::shared::error::Error| AnswerError::Negotiation(e.to_string());
+    pc.set_remote_description(now, offer).map_err(neg)?;
+    let answer = pc.create_answer(None).map_err(neg)?;
+    pc.set_local_description(now, answer).map_err(neg)?;
+    let sdp = pc
+        .local_description()
+        .map(|d| d.sdp)
+        .ok_or_else(|| AnswerError::Negotiation("no local description".into()))?;
+    Ok(drop_rtcp_component_candidates(&sdp))
+}
+
 /// The core writes every candidate twice, for RTP (component 1) and RTCP (component 2). Our
 /// answers always carry `a=rtcp-mux` (browsers require it with BUNDLE), so component 2 can never
 /// be used; dropping it keeps the answer to exactly one candidate, the relay.

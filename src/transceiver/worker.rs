@@ -366,6 +366,26 @@ impl Worker {
                 }
                 let _ = reply.send(key.is_some());
             }
+            Command::Renegotiate {
+                call_id,
+                offer_sdp,
+                reply,
+            } => {
+                let Some(&key) = self.by_call.get(&call_id) else {
+                    let _ = reply.send(None);
+                    return;
+                };
+                let now = Instant::now();
+                let r = self
+                    .sessions
+                    .get_mut(&key)
+                    .map(|s| peer::reanswer(&mut s.pc, now, offer_sdp));
+                if let Some(Ok(_)) = &r {
+                    log::info!("{call_id}: renegotiated (new offer on a live call)");
+                }
+                let _ = reply.send(r);
+                self.after_input(socket, key, now);
+            }
             Command::TtsReady {
                 call_id,
                 response_id,

@@ -272,6 +272,28 @@ impl Client {
         }
     }
 
+    /// Restarts ICE as a browser does after a network change (`restartIce()`, a new offer),
+    /// sends the offer to the call's `Location` with PATCH and applies the answer (through
+    /// `rewrite`). Returns the server's response.
+    pub async fn restart_ice(
+        &mut self,
+        http: SocketAddr,
+        rewrite: impl Fn(&str) -> String,
+    ) -> HttpResponse {
+        self.pc.restart_ice().await.unwrap();
+        let offer = self.pc.create_offer(None).await.unwrap();
+        self.pc.set_local_description(offer).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let offer = self.pc.local_description().await.unwrap();
+        let location = self.response.headers["location"].clone();
+        let r = http_patch(http, &location, "application/sdp", offer.sdp.as_bytes()).await;
+        if r.status == 200 {
+            let answer = RTCSessionDescription::answer(rewrite(&r.body)).unwrap();
+            self.pc.set_remote_description(answer).await.unwrap();
+        }
+        r
+    }
+
     pub async fn wait_connected(&mut self, within: Duration) {
         let deadline = tokio::time::Instant::now() + within;
         loop {

@@ -32,7 +32,7 @@ const PAGE_SCRIPT = String.raw`
 const rt = (window.rt = { events: [], sent: [], pc: null, dc: null, calls: null, ontrack: null, error: null });
 const now = () => performance.now();
 
-window.startPlain = async ({ baseUrl, key }) => {
+window.startPlain = async ({ baseUrl, key, query = '' }) => {
   // Create a peer connection
   const pc = new RTCPeerConnection();
   rt.pc = pc;
@@ -68,7 +68,7 @@ window.startPlain = async ({ baseUrl, key }) => {
   await pc.setLocalDescription(offer);
 
   const t0 = now();
-  const sdpResponse = await fetch(baseUrl + '/v1/realtime/calls', {
+  const sdpResponse = await fetch(baseUrl + '/v1/realtime/calls' + query, {
     method: 'POST',
     body: offer.sdp,
     headers: {
@@ -86,6 +86,24 @@ window.startPlain = async ({ baseUrl, key }) => {
     dc.addEventListener('close', () => reject(new Error('data channel closed before open')), { once: true });
   });
   return { calls: rt.calls, openMs: now() - t0 };
+};
+
+// What a page does when its network changes: restartIce(), a new offer to the call's Location
+// (voice-edge's PATCH extension), the answer applied. Records the ICE states it goes through.
+window.restartIce = async ({ baseUrl, location }) => {
+  const pc = rt.pc;
+  rt.iceStates = [];
+  pc.addEventListener('iceconnectionstatechange', () => rt.iceStates.push(pc.iceConnectionState));
+  const oldUfrag = pc.localDescription.sdp.match(/a=ice-ufrag:(\S+)/)[1];
+  pc.restartIce();
+  const offer = await pc.createOffer();
+  await pc.setLocalDescription(offer);
+  const res = await fetch(baseUrl + location, { method: 'PATCH', body: offer.sdp, headers: { 'Content-Type': 'application/sdp' } });
+  const body = await res.text();
+  if (!res.ok) throw new Error('PATCH ' + location + ' → ' + res.status + ': ' + body);
+  await pc.setRemoteDescription({ type: 'answer', sdp: body });
+  const newUfrag = pc.localDescription.sdp.match(/a=ice-ufrag:(\S+)/)[1];
+  return { status: res.status, oldUfrag, newUfrag };
 };
 
 window.sendEvent = (ev) => {
@@ -219,6 +237,57 @@ describe('plain WebRTC flow (fetch + RTCPeerConnection, no SDK) in headless chro
       if (server) parts.push(await serverDiagnostics(server, { adminPaths: ['/admin/stats', '/admin/calls'] }));
       console.error(`\n===== plain-flow failure diagnostics =====\n${parts.join('\n\n')}\n===== end diagnostics =====\n`);
       throw err;
+    }
+  });
+  test('ICE restart: restartIce() + PATCH with the new offer keeps the call and its audio', { timeout: 30_000 }, async () => {
+    const key = await mintClientSecret(server);
+    const rctx = await openPage(browser, `${pages.origin}/`);
+    try {
+      const { page } = rctx;
+      const baseUrl = server.baseUrl.replace(/\/$/, '');
+      // loopback: the server returns the mic's RTP at once, so audio is measurable any time.
+      const started = await page.evaluate((o) => window.startPlain(o), { baseUrl, key: key.key, query: '?model=loopback' });
+      assert.equal(started.calls.status, 201);
+      const location = started.calls.location;
+      const callId = location.split('/').pop();
+      await sleep(500);
+      const before = await inboundAudio(page);
+      assert.ok(before?.packetsReceived > 0, `audio before the restart: ${JSON.stringify(before)}`);
+
+      const r = await page.evaluate((o) => window.restartIce(o), { baseUrl, location });
+      assert.equal(r.status, 200);
+      assert.notEqual(r.newUfrag, r.oldUfrag, 'the browser took new ICE credentials');
+      // ICE reconnects on the new credentials: Chromium keeps the old pair until a pair of the
+      // new generation works, then switches (iceConnectionState may never leave 'connected'),
+      // so watch the transport's ufrag and its selected pair instead.
+      const deadline = Date.now() + 10_000;
+      let ice = null;
+      while (Date.now() < deadline) {
+        ice = await page.evaluate(async () => {
+          const stats = [...(await window.rt.pc.getStats()).values()];
+          const t = stats.find((s) => s.type === 'transport');
+          const pair = stats.find((s) => s.id === t?.selectedCandidatePairId);
+          return { ufrag: t?.iceLocalUsernameFragment, iceState: t?.iceState, dtlsState: t?.dtlsState, pair: pair?.state, nominated: pair?.nominated, states: window.rt.iceStates, conn: window.rt.pc.connectionState };
+        });
+        if (ice.ufrag === r.newUfrag && ice.pair === 'succeeded') break;
+        await sleep(50);
+      }
+      assert.equal(ice.ufrag, r.newUfrag, `transport on the new ICE generation: ${JSON.stringify(ice)}`);
+      assert.equal(ice.pair, 'succeeded', `selected pair after restart: ${JSON.stringify(ice)}`);
+      assert.equal(ice.conn, 'connected', 'DTLS association kept');
+      const states = ice;
+      const at = (await inboundAudio(page)).packetsReceived;
+      await sleep(1000);
+      const after = await inboundAudio(page);
+      assert.ok(after.packetsReceived > at + 20, `audio after the restart: ${at} → ${after.packetsReceived}`);
+
+      // The same call on the server, still one.
+      const call = findCall(await adminCalls(server), callId);
+      assert.ok(call && call.call_id === callId, `call ${callId} still listed`);
+      assert.equal(call.state, 'connected');
+      console.log(`ice restart: ufrag ${r.oldUfrag} → ${r.newUfrag}, transport ${JSON.stringify(states)}, audio ${before.packetsReceived} → ${after.packetsReceived} packets`);
+    } finally {
+      await rctx.context.close().catch(() => {});
     }
   });
 });
