@@ -163,6 +163,41 @@ impl Running {
         self.relays.iter().find(|r| r.name == name)
     }
 
+    /// Graceful stop (SIGTERM): every transceiver leaves placement, so new calls get 503 while
+    /// live calls carry on (hang-ups, ICE restarts and admin still work). Returns once no call
+    /// is left or `deadline` has passed, with the number of calls still live; the caller then
+    /// runs [`Running::shutdown`], which ends those with DTLS close_notify.
+    pub async fn drain(&self, deadline: Duration, stop_early: impl Future<Output = ()>) -> usize {
+        for t in &self.transceivers {
+            t.drain();
+        }
+        let live = |ts: &[TransceiverHandle]| ts.iter().map(|t| t.live_calls()).sum::<usize>();
+        log::info!(
+            "draining: no new calls; waiting up to {deadline:?} for {} live call(s)",
+            live(&self.transceivers)
+        );
+        let until = tokio::time::Instant::now() + deadline;
+        let wait = async {
+            let mut last = usize::MAX;
+            loop {
+                let n = live(&self.transceivers);
+                if n == 0 || tokio::time::Instant::now() >= until {
+                    return;
+                }
+                if n != last {
+                    log::info!("draining: {n} live call(s)");
+                    last = n;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        };
+        tokio::select! {
+            _ = wait => {}
+            _ = stop_early => log::info!("draining cut short"),
+        }
+        live(&self.transceivers)
+    }
+
     /// Stops accepting HTTP, ends every call (clients get DTLS close_notify) and stops relays.
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);

@@ -67,6 +67,10 @@ struct AllInOneArgs {
     /// A server API key (repeatable); it may mint ephemeral keys and place calls.
     #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
     api_keys: Vec<String>,
+    /// On SIGTERM, stop taking calls and wait this many seconds for live ones to end before
+    /// closing them (SIGINT, or a second signal, stops at once).
+    #[arg(long, env = "VOICE_EDGE_DRAIN_DEADLINE", default_value_t = 30)]
+    drain_deadline: u64,
     /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
     #[arg(long, env = "VOICE_EDGE_DIRECT")]
     direct: bool,
@@ -204,8 +208,23 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
             running.transceivers.len(),
             running.redis_addr.as_deref().unwrap_or("off")
         );
-        tokio::signal::ctrl_c().await?;
-        println!("stopping…");
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => println!("stopping…"),
+            _ = term.recv() => {
+                println!("SIGTERM: draining (no new calls; up to {} s for live ones)", a.drain_deadline);
+                let second = async {
+                    tokio::select! {
+                        _ = tokio::signal::ctrl_c() => {}
+                        _ = term.recv() => {}
+                    }
+                };
+                let left = running
+                    .drain(Duration::from_secs(a.drain_deadline), second)
+                    .await;
+                println!("drained: {left} call(s) still live are closed now");
+            }
+        }
         running.shutdown().await;
         Ok(())
     })

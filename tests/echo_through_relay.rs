@@ -154,7 +154,7 @@ async fn calls_on_one_transceiver_spread_over_its_workers_and_both_echo() {
     )
     .await;
     assert_eq!(r.status, 200);
-    a.wait_gone(Duration::from_secs(10)).await;
+    a.wait_told_closed(Duration::from_secs(2)).await;
     b.pc.close().await.unwrap();
     a.pc.close().await.unwrap();
     server.shutdown().await;

@@ -78,7 +78,7 @@ async fn hangup_by_api_ends_the_call_and_releases_everything() {
     let r = hangup(&server, &c).await;
     assert_eq!(r.status, 200, "{}", r.body);
     // The client is told (DTLS close_notify / SCTP abort), not left to time out.
-    c.wait_gone(Duration::from_secs(5)).await;
+    c.wait_told_closed(Duration::from_secs(2)).await;
     let t = assert_nothing_left(&server, Duration::from_secs(2)).await;
     assert_eq!(t.ended.hangup, 1);
     // A second hangup of the same call is a clear 404.

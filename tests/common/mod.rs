@@ -145,6 +145,9 @@ pub struct Client {
     pub response: HttpResponse,
     pub events: Arc<Mutex<Vec<String>>>,
     pub dc: Arc<dyn DataChannel>,
+    /// Becomes true when `oai-events` closes: the server's SCTP ABORT / DTLS close_notify
+    /// reached us (the webrtc crate's connection state only follows ICE, seconds later).
+    channel_closed: tokio::sync::watch::Receiver<bool>,
     state_rx: mpsc::UnboundedReceiver<RTCPeerConnectionState>,
     pub rtp_rx: mpsc::UnboundedReceiver<Bytes>,
     /// RTP sequence continues across rounds: SRTP replay protection drops repeats.
@@ -220,18 +223,24 @@ impl Client {
             .unwrap();
         let dc = pc.create_data_channel("oai-events", None).await.unwrap();
         let events = Arc::new(Mutex::new(Vec::new()));
+        let (closed_tx, channel_closed) = tokio::sync::watch::channel(false);
         {
             let dc = dc.clone();
             let events = events.clone();
             tokio::spawn(async move {
                 while let Some(ev) = dc.poll().await {
-                    if let DataChannelEvent::OnMessage(m) = ev {
-                        events
+                    match ev {
+                        DataChannelEvent::OnMessage(m) => events
                             .lock()
                             .await
-                            .push(String::from_utf8_lossy(&m.data).to_string());
+                            .push(String::from_utf8_lossy(&m.data).to_string()),
+                        DataChannelEvent::OnClose => {
+                            let _ = closed_tx.send(true);
+                        }
+                        _ => {}
                     }
                 }
+                let _ = closed_tx.send(true);
             });
         }
         let offer = pc.create_offer(None).await.unwrap();
@@ -266,6 +275,7 @@ impl Client {
             response,
             events,
             dc,
+            channel_closed,
             state_rx,
             rtp_rx,
             next_seq: 0,
@@ -309,6 +319,16 @@ impl Client {
                 _ => {}
             }
         }
+    }
+
+    /// Waits for the server to end the call *by telling us*: its SCTP ABORT closes the
+    /// `oai-events` channel. Consent or ICE timeouts on our side take seconds longer (about
+    /// 4.6 s with this client), so a short `within` tells the two apart.
+    pub async fn wait_told_closed(&mut self, within: Duration) {
+        tokio::time::timeout(within, self.channel_closed.wait_for(|c| *c))
+            .await
+            .expect("the server did not close the call (no SCTP ABORT / close_notify arrived)")
+            .expect("channel watch dropped");
     }
 
     /// Waits until the client's peer connection leaves the connected state (closed, failed or
