@@ -13,7 +13,7 @@ use rtc::interceptor::Registry;
 use rtc::media_stream::MediaStreamTrack;
 use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::peer_connection::configuration::RTCConfigurationBuilder;
-use rtc::peer_connection::configuration::interceptor_registry::register_default_interceptors;
+use rtc::peer_connection::configuration::interceptor_registry::configure_rtcp_reports;
 use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
 use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
 use rtc::peer_connection::sdp::RTCSessionDescription;
@@ -93,8 +93,11 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
     media_engine
         .register_codec(opus(), RtpCodecKind::Audio)
         .map_err(neg)?;
-    let registry =
-        register_default_interceptors(Registry::new(), &mut media_engine).map_err(neg)?;
+    // Only RTCP sender/receiver reports (the browser's RTT and remote-outbound stats). Not the
+    // defaults' NACK (browsers negotiate no NACK for Opus, yet the responder keeps a buffer of
+    // sent packets per call) nor TWCC feedback (no congestion control to feed on a fixed-rate
+    // voice stream): at 500 calls they cost about a fifth of the transceiver's CPU and memory.
+    let registry = configure_rtcp_reports(Registry::new());
 
     let setting_engine = SettingEngineBuilder::new()
         .with_lite(true)

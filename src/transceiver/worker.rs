@@ -53,7 +53,8 @@ pub(super) struct Worker {
     certificate: RTCCertificate,
     live: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
-    sessions: HashMap<Key, Session>,
+    /// Boxed: a session is several KB, so the map stays small and rehashing moves pointers.
+    sessions: HashMap<Key, Box<Session>>,
     by_ufrag: HashMap<String, Key>,
     by_addr: HashMap<SocketAddr, Key>,
     by_call: HashMap<String, Key>,
@@ -482,7 +483,7 @@ impl Worker {
                 model,
             },
         );
-        self.sessions.insert(key, session);
+        self.sessions.insert(key, Box::new(session));
         self.by_ufrag.insert(ufrag, key);
         self.by_call.insert(call_id.clone(), key);
         self.live.store(self.sessions.len(), Ordering::Relaxed);
