@@ -326,3 +326,29 @@ async fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_network() {
     assert_eq!(t.ended.peer_closed, 1, "{t:?}");
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_with_no_audio_or_events_ends_at_the_idle_timeout_though_consent_holds() {
+    let server = start(Lifecycle {
+        idle_timeout: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    // Audio keeps the call alive past the idle timeout...
+    let until = tokio::time::Instant::now() + Duration::from_secs(3);
+    while tokio::time::Instant::now() < until {
+        assert!(
+            c.echo_round(0x70, 10).await >= 9,
+            "call ended while audio flowed"
+        );
+    }
+    // ...then the client goes quiet but stays reachable (its consent checks keep coming), and
+    // the server ends the call and tells it.
+    c.wait_told_closed(Duration::from_secs(5)).await;
+    let t = assert_nothing_left(&server, Duration::from_secs(2)).await;
+    assert_eq!(t.ended.idle_timeout, 1, "{t:?}");
+    assert_eq!(t.ended.consent_expired, 0, "{t:?}");
+    server.shutdown().await;
+}

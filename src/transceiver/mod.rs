@@ -49,7 +49,8 @@ pub struct Lifecycle {
     /// RFC 7675: a browser sends a consent check every ~5 s; none for this long means the
     /// client is gone (or no longer consents), so the call is closed.
     pub consent_timeout: Duration,
-    /// No media or data from the client for this long ends the call even if consent holds.
+    /// No audio and no `oai-events` message from the client for this long ends the call, even
+    /// while consent holds (a tab left open with the microphone track stopped, say).
     pub idle_timeout: Duration,
 }
 

@@ -71,7 +71,9 @@ pub struct Session {
     pub ice_connected_at: Option<Instant>,
     /// Last STUN binding request from the client (RFC 7675 consent).
     pub last_consent: Instant,
-    /// Last datagram of any kind from the client.
+    /// Last audio packet or `oai-events` message from the client (decrypted, so it cannot be
+    /// forged): what the idle timeout measures. Consent checks and SCTP heartbeats keep a call
+    /// that nobody uses alive, so they do not count.
     pub last_heard: Instant,
     pub counters: SessionCounters,
     /// The instant this session is queued under in the worker's timer heap.
@@ -246,6 +248,7 @@ impl Session {
     fn on_message(&mut self, now: Instant, msg: RTCMessage) {
         match msg {
             RTCMessage::RtpPacket(_, pkt) => {
+                self.last_heard = now;
                 self.counters.audio_frames_in += 1;
                 self.media.on_rtp(
                     now,
@@ -256,6 +259,7 @@ impl Session {
                 );
             }
             RTCMessage::DataChannelMessage(id, msg) if Some(id) == self.events_channel => {
+                self.last_heard = now;
                 if !msg.is_string {
                     // Realtime clients parse every frame as JSON text; binary has no meaning.
                     return;

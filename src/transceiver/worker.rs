@@ -234,7 +234,6 @@ impl Worker {
             Some(_) => {}
         }
         s.via = via;
-        s.last_heard = now;
         if consent {
             s.last_consent = now;
         }
