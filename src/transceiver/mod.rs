@@ -218,6 +218,17 @@ impl Drop for Release<'_> {
     }
 }
 
+/// Sends a worker a command carrying a reply channel and waits for the reply; `None` when the
+/// worker has stopped.
+async fn ask<T>(
+    w: &WorkerLink,
+    command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
+) -> Option<T> {
+    let (reply, rx) = tokio::sync::oneshot::channel();
+    w.cmd.send(command(reply)).await.ok()?;
+    rx.await.ok()
+}
+
 impl TransceiverHandle {
     /// Creates a call on the least-loaded worker. Placement must have called
     /// [`TransceiverHandle::reserve`] first.
@@ -234,16 +245,14 @@ impl TransceiverHandle {
             .expect("a transceiver has at least one worker");
         w.pending.fetch_add(1, Ordering::Relaxed);
         let _release_worker = Release(&w.pending);
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        w.cmd
-            .send(Command::Create {
-                offer_sdp,
-                model,
-                reply,
-            })
-            .await
-            .map_err(|_| CallError::Unavailable(self.id))?;
-        Ok(rx.await.map_err(|_| CallError::Unavailable(self.id))??)
+        let created = ask(w, |reply| Command::Create {
+            offer_sdp,
+            model,
+            reply,
+        })
+        .await
+        .ok_or(CallError::Unavailable(self.id))?;
+        Ok(created?)
     }
 
     /// The worker that owns `call_id`, from the worker byte in the id.
@@ -260,15 +269,9 @@ impl TransceiverHandle {
         let Some(w) = self.owner(&call_id) else {
             return false;
         };
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        if w.cmd
-            .send(Command::Hangup { call_id, reply })
+        ask(w, |reply| Command::Hangup { call_id, reply })
             .await
-            .is_err()
-        {
-            return false;
-        }
-        rx.await.unwrap_or(false)
+            .unwrap_or(false)
     }
 
     /// Answers a new offer on a live call (an ICE restart): `Ok(None)` when the call is not
@@ -281,16 +284,14 @@ impl TransceiverHandle {
         let Some(w) = self.owner(&call_id) else {
             return Ok(None);
         };
-        let (reply, rx) = tokio::sync::oneshot::channel();
-        w.cmd
-            .send(Command::Renegotiate {
-                call_id,
-                offer_sdp,
-                reply,
-            })
-            .await
-            .map_err(|_| CallError::Unavailable(self.id))?;
-        match rx.await.map_err(|_| CallError::Unavailable(self.id))? {
+        let answer = ask(w, |reply| Command::Renegotiate {
+            call_id,
+            offer_sdp,
+            reply,
+        })
+        .await
+        .ok_or(CallError::Unavailable(self.id))?;
+        match answer {
             None => Ok(None),
             Some(r) => Ok(Some(r?)),
         }
@@ -300,10 +301,11 @@ impl TransceiverHandle {
     pub async fn list_calls(&self) -> Vec<CallInfo> {
         let mut all = vec![];
         for w in self.workers.iter() {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            if w.cmd.send(Command::List { reply }).await.is_ok() {
-                all.extend(rx.await.unwrap_or_default());
-            }
+            all.extend(
+                ask(w, |reply| Command::List { reply })
+                    .await
+                    .unwrap_or_default(),
+            );
         }
         all
     }
@@ -312,13 +314,11 @@ impl TransceiverHandle {
     pub async fn worker_stats(&self) -> Vec<WorkerStats> {
         let mut all = vec![];
         for w in self.workers.iter() {
-            let (reply, rx) = tokio::sync::oneshot::channel();
-            let s = if w.cmd.send(Command::Stats { reply }).await.is_ok() {
-                rx.await.unwrap_or_default()
-            } else {
-                WorkerStats::default()
-            };
-            all.push(s);
+            all.push(
+                ask(w, |reply| Command::Stats { reply })
+                    .await
+                    .unwrap_or_default(),
+            );
         }
         all
     }
