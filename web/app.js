@@ -38,7 +38,7 @@
     return t;
   }
   function emptyPath() {
-    return { relay: null, cluster: null, transceiver: null, callId: null };
+    return { relay: null, cluster: null, transceiver: null, worker: null, callId: null };
   }
 
   // ---- rendering -------------------------------------------------------
@@ -182,6 +182,7 @@
         relay: res.headers.get('X-Voice-Edge-Relay'),
         cluster: res.headers.get('X-Voice-Edge-Cluster'),
         transceiver: res.headers.get('X-Voice-Edge-Transceiver'),
+        worker: res.headers.get('X-Voice-Edge-Worker'),
         callId: location ? location.replace(/\/$/, '').split('/').pop() : null,
       };
       if (!c.hangupUrl && ve.path.callId) c.hangupUrl = `${CALLS_URL}/${encodeURIComponent(ve.path.callId)}/hangup`;

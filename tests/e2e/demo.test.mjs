@@ -81,8 +81,9 @@ describe('demo page in headless chromium', { timeout: TEST_TIMEOUT_MS + 30_000 }
         Object.fromEntries([...document.querySelectorAll('[data-path]')].map((e) => [e.dataset.path, e.textContent.trim()])),
       );
       assert.equal(st.path.relay, server.relayAddr, 'window.voiceEdge.path.relay');
+      assert.match(String(st.path.worker), /^\d+$/, 'window.voiceEdge.path.worker');
       assert.equal(shown.relay, server.relayAddr, 'relay shown on the page');
-      for (const k of ['cluster', 'transceiver', 'callId']) {
+      for (const k of ['cluster', 'transceiver', 'worker', 'callId']) {
         assert.ok(st.path[k] != null && st.path[k] !== '', `path.${k} missing: ${JSON.stringify(st.path)}`);
         assert.equal(shown[k], String(st.path[k]), `${k} shown on the page`);
       }
@@ -103,7 +104,7 @@ describe('demo page in headless chromium', { timeout: TEST_TIMEOUT_MS + 30_000 }
       console.log(`e2e timings (ms since Start): ${timingsLine(timings)}`);
       console.log(
         `e2e inbound audio: ${stats.inbound.packetsReceived} packets, totalAudioEnergy ${stats.inbound.totalAudioEnergy}; ` +
-          `path relay=${st.path.relay} cluster=${st.path.cluster} transceiver=${st.path.transceiver} call=${st.path.callId}`,
+          `path relay=${st.path.relay} cluster=${st.path.cluster} transceiver=${st.path.transceiver}.${st.path.worker} call=${st.path.callId}`,
       );
 
       // Hang up: the page ends the call (closes pc, POSTs hangup).
