@@ -17,7 +17,7 @@ bench-connect RUNS="5":
     node tests/e2e/connect-timings.mjs --runs {{RUNS}}
 
 # Connect times side by side: Chromium → aiortc vs voice-edge via the relay vs voice-edge --direct (N calls each, interleaved)
-bench-connect-compare RUNS="10":
+bench-connect-compare RUNS="20":
     bash bench/connect/run.sh --runs {{RUNS}}
 
 # Load table: loadgen against fresh servers at 100/500/1000 calls, relay and --direct (args go to bench/load/run.sh)
