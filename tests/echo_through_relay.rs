@@ -159,3 +159,46 @@ async fn calls_on_one_transceiver_spread_over_its_workers_and_both_echo() {
     a.pc.close().await.unwrap();
     server.shutdown().await;
 }
+
+/// Realtime clients put whole prompts and tool lists in one `session.update`; the data channel
+/// must carry events far larger than an SCTP packet, both ways (session.updated echoes it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_session_update_crosses_the_data_channel_both_ways() {
+    let server = start().await;
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=echo").await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    while !c
+        .event_types()
+        .await
+        .contains(&"session.created".to_owned())
+    {
+        assert!(tokio::time::Instant::now() < deadline, "no session.created");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let instructions = "Be brief. ".repeat(4_000); // 40 KB
+    let update = serde_json::json!({
+        "type": "session.update",
+        "session": {"type": "realtime", "instructions": instructions},
+    });
+    c.dc.send_text(&update.to_string()).await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let echoed = c.events.lock().await.iter().any(|e| {
+            serde_json::from_str::<serde_json::Value>(e).is_ok_and(|v| {
+                v["type"] == "session.updated" && v["session"]["instructions"] == instructions
+            })
+        });
+        if echoed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no session.updated carrying the 40 KB instructions: {:?}",
+            c.event_types().await
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    c.pc.close().await.unwrap();
+    server.shutdown().await;
+}
