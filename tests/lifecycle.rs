@@ -24,16 +24,7 @@ async fn start(lifecycle: Lifecycle) -> Running {
 async fn totals(server: &Running) -> WorkerStats {
     let mut t = WorkerStats::default();
     for h in &server.transceivers {
-        let s = h.stats().await;
-        t.sessions += s.sessions;
-        t.ufrag_index += s.ufrag_index;
-        t.addr_index += s.addr_index;
-        t.call_index += s.call_index;
-        t.ended.hangup += s.ended.hangup;
-        t.ended.peer_closed += s.ended.peer_closed;
-        t.ended.setup_timeout += s.ended.setup_timeout;
-        t.ended.consent_expired += s.ended.consent_expired;
-        t.ended.idle_timeout += s.ended.idle_timeout;
+        t = t.merge(&h.stats().await);
     }
     t
 }

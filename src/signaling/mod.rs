@@ -251,10 +251,7 @@ async fn create_call(
         .unwrap_or_else(|| model_for(q.model.as_deref()));
 
     let (t, media_addr) = sig.place(q.cluster)?;
-    let created = t.create_call(offer, model).await.map_err(|e| match e {
-        CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
-        CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
-    })?;
+    let created = t.create_call(offer, model).await.map_err(call_error)?;
 
     let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
     let h = resp.headers_mut();
@@ -320,15 +317,11 @@ async fn hangup(
     State(sig): State<Signaling>,
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
-    let not_found = || {
-        ApiError::invalid("call_not_found", format!("no live call {id:?}"))
-            .with_status(StatusCode::NOT_FOUND)
-    };
-    let t = sig.transceiver_of(&id).ok_or_else(not_found)?;
+    let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
     if t.hangup(id.clone()).await {
         Ok(StatusCode::OK.into_response())
     } else {
-        Err(not_found())
+        Err(call_not_found(&id))
     }
 }
 
@@ -342,21 +335,14 @@ async fn renegotiate(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let not_found = || {
-        ApiError::invalid("call_not_found", format!("no live call {id:?}"))
-            .with_status(StatusCode::NOT_FOUND)
-    };
-    let t = sig.transceiver_of(&id).ok_or_else(not_found)?;
+    let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
     let (offer, _) = read_offer(req).await?;
     check_offer(&offer)?;
     let answer = t
         .renegotiate(id.clone(), offer)
         .await
-        .map_err(|e| match e {
-            CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
-            CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
-        })?
-        .ok_or_else(not_found)?;
+        .map_err(call_error)?
+        .ok_or_else(|| call_not_found(&id))?;
     Ok((
         StatusCode::OK,
         [(
@@ -366,6 +352,19 @@ async fn renegotiate(
         answer,
     )
         .into_response())
+}
+
+fn call_not_found(id: &str) -> ApiError {
+    ApiError::invalid("call_not_found", format!("no live call {id:?}"))
+        .with_status(StatusCode::NOT_FOUND)
+}
+
+/// A bad offer is the client's fault (400); a stopped transceiver is ours (503).
+fn call_error(e: CallError) -> ApiError {
+    match e {
+        CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
+        CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
+    }
 }
 
 impl Signaling {

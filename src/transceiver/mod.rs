@@ -89,7 +89,8 @@ pub struct WorkerStats {
 }
 
 impl WorkerStats {
-    fn merge(self, o: &WorkerStats) -> WorkerStats {
+    /// Two workers' (or transceivers') bookkeeping added up.
+    pub fn merge(self, o: &WorkerStats) -> WorkerStats {
         let (a, b) = (self.ended, o.ended);
         WorkerStats {
             sessions: self.sessions + o.sessions,

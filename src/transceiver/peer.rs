@@ -149,16 +149,10 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
     let init = RTCIceCandidate::from(&candidate).to_json().map_err(neg)?;
     pc.add_local_candidate(init).map_err(neg)?;
 
-    let answer = pc.create_answer(None).map_err(neg)?;
-    pc.set_local_description(now, answer).map_err(neg)?;
-    let answer_sdp = pc
-        .local_description()
-        .map(|d| d.sdp)
-        .ok_or_else(|| AnswerError::Negotiation("no local description".into()))?;
+    let answer_sdp = apply_answer(&mut pc, now)?;
     if !answer_sdp.contains("m=audio") || answer_sdp.contains("m=audio 0 ") {
         return Err(AnswerError::NoAudio);
     }
-    let answer_sdp = drop_rtcp_component_candidates(&answer_sdp);
     Ok(AnsweredPeer {
         pc,
         answer_sdp,
@@ -184,6 +178,12 @@ pub fn reanswer(
         .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
     let neg = |e: rtc::shared::error::Error| AnswerError::Negotiation(e.to_string());
     pc.set_remote_description(now, offer).map_err(neg)?;
+    apply_answer(pc, now)
+}
+
+/// Creates the answer to the remote offer just set, applies it, and returns it as sent.
+fn apply_answer(pc: &mut RTCPeerConnection, now: Instant) -> Result<String, AnswerError> {
+    let neg = |e: rtc::shared::error::Error| AnswerError::Negotiation(e.to_string());
     let answer = pc.create_answer(None).map_err(neg)?;
     pc.set_local_description(now, answer).map_err(neg)?;
     let sdp = pc

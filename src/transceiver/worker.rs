@@ -88,22 +88,13 @@ enum Wake {
 
 impl Worker {
     pub(super) fn new(p: WorkerParts) -> Self {
-        let WorkerParts {
-            cfg,
-            index,
-            advertise,
-            certificate,
-            live,
-            stop,
-            commands,
-        } = p;
         Worker {
-            cfg,
-            index,
-            advertise,
-            certificate,
-            live,
-            stop,
+            cfg: p.cfg,
+            index: p.index,
+            advertise: p.advertise,
+            certificate: p.certificate,
+            live: p.live,
+            stop: p.stop,
             sessions: HashMap::new(),
             by_ufrag: HashMap::new(),
             by_addr: HashMap::new(),
@@ -114,7 +105,7 @@ impl Worker {
             dropped_unknown: 0,
             ended: Default::default(),
             last_housekeeping: Instant::now(),
-            commands,
+            commands: p.commands,
         }
     }
 

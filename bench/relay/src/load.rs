@@ -103,6 +103,18 @@ pub fn median(v: &mut [f64]) -> f64 {
 }
 
 impl Client {
+    /// One POLLIN entry per socket, in socket order (`ppoll` rewrites `revents` each call).
+    fn pollfds(&self) -> Vec<libc::pollfd> {
+        self.socks
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect()
+    }
+
     /// `usernames[i]` is flow i's STUN USERNAME (`serverUfrag:clientUfrag`).
     pub fn new(target: SocketAddr, usernames: Vec<String>, size: usize) -> io::Result<Client> {
         assert!((MIN_SIZE..=1400).contains(&size));
@@ -171,16 +183,8 @@ impl Client {
                 let _ = s.send(&req);
             }
             let wait_until = (Instant::now() + Duration::from_millis(100)).min(deadline);
+            let mut fds = self.pollfds();
             while Instant::now() < wait_until && done.iter().any(|d| !d) {
-                let mut fds: Vec<libc::pollfd> = self
-                    .socks
-                    .iter()
-                    .map(|s| libc::pollfd {
-                        fd: s.as_raw_fd(),
-                        events: libc::POLLIN,
-                        revents: 0,
-                    })
-                    .collect();
                 net::ppoll(
                     &mut fds,
                     wait_until.saturating_duration_since(Instant::now()),
@@ -250,15 +254,7 @@ impl Client {
         let end = mstart + win * nwin as u32;
         let drain_end = end + Duration::from_millis(100);
         let stall = Duration::from_millis(20);
-        let mut fds: Vec<libc::pollfd> = self
-            .socks
-            .iter()
-            .map(|s| libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
+        let mut fds = self.pollfds();
         loop {
             let now = Instant::now();
             if now >= drain_end {
@@ -372,15 +368,7 @@ impl Client {
         let drain_end = end + Duration::from_millis(50);
         let mut next = start;
         let mut i: u64 = 0;
-        let mut fds: Vec<libc::pollfd> = self
-            .socks
-            .iter()
-            .map(|s| libc::pollfd {
-                fd: s.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
+        let mut fds = self.pollfds();
         let mut pkt = vec![0u8; size];
         pkt.copy_from_slice(&self.tx.buf(0)[..size]);
         loop {
