@@ -6,7 +6,8 @@
 //! ingress relay, which is how the two-tier path is exercised on one machine.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -14,19 +15,23 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::cache;
+use crate::https::{self, CertSource, HttpsServer};
+use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
 use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle, RelaySockets};
 use crate::routing::RouteKeys;
 use crate::signaling::{AdminAction, ClusterView, Signaling};
-use crate::transceiver::{self, Lifecycle, TransceiverConfig, TransceiverHandle};
+use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
 
 #[derive(Debug, Clone)]
 pub struct AllInOneConfig {
     pub http: SocketAddr,
-    /// The cluster relay's public address (the first cluster's, with a global relay).
-    pub relay: SocketAddr,
+    /// Where the cluster relay's public socket binds (the first cluster's, with a global relay).
+    pub relay: MediaBind,
     /// Put an ingress relay here in front of two clusters.
-    pub global_relay: Option<SocketAddr>,
+    pub global_relay: Option<MediaBind>,
+    /// The address answers name for media (the entry relay's), when it is not the bind address.
+    pub advertise: Option<Advertise>,
     pub transceivers: u16,
     /// Socket loops per transceiver.
     pub transceiver_workers: u8,
@@ -49,14 +54,26 @@ pub struct AllInOneConfig {
     /// Answers name the transceiver's own socket instead of the relay: the baseline that the
     /// relay path's connect time and latency are measured against.
     pub direct: bool,
+    /// LAN mode: also serve the demo and the API over HTTPS (phones need a secure context).
+    pub https: Option<HttpsConfig>,
+}
+
+/// The HTTPS listener of LAN mode.
+#[derive(Debug, Clone)]
+pub struct HttpsConfig {
+    pub addr: SocketAddr,
+    /// The user's PEM certificate and key; a cached self-signed one when absent.
+    pub cert_files: Option<(PathBuf, PathBuf)>,
+    pub cache_dir: PathBuf,
 }
 
 impl Default for AllInOneConfig {
     fn default() -> Self {
         AllInOneConfig {
             http: "127.0.0.1:8080".parse().unwrap(),
-            relay: "127.0.0.1:3478".parse().unwrap(),
+            relay: MediaBind::default(),
             global_relay: None,
+            advertise: None,
             transceivers: 2,
             transceiver_workers: 2,
             relay_workers: 1,
@@ -70,6 +87,7 @@ impl Default for AllInOneConfig {
             require_keys: false,
             api_keys: vec![],
             direct: false,
+            https: None,
         }
     }
 }
@@ -140,13 +158,22 @@ impl RelaySlot {
 
 pub struct Running {
     pub http_addr: SocketAddr,
-    /// The address clients send media to (the global relay when there is one).
+    /// The demo page as a user on this machine opens it.
+    pub http_url: String,
+    /// LAN mode: the demo page as a phone on the LAN opens it, and what signs it.
+    pub https_url: Option<String>,
+    pub https_cert: Option<String>,
+    /// The address clients send media to, as answers name it (the global relay when there is
+    /// one): never a bind address.
     pub media_addr: SocketAddr,
+    /// Where the entry relay's public socket is bound.
+    pub media_bind: SocketAddr,
     pub redis_addr: Option<String>,
     pub relays: Vec<Arc<RelaySlot>>,
     pub transceivers: Vec<TransceiverHandle>,
     threads: Vec<JoinHandle<()>>,
     server: tokio::task::JoinHandle<()>,
+    https: Option<HttpsServer>,
     shutdown: tokio::sync::watch::Sender<bool>,
 }
 
@@ -202,6 +229,9 @@ impl Running {
     pub async fn shutdown(self) {
         let _ = self.shutdown.send(true);
         let _ = self.server.await;
+        if let Some(h) = self.https {
+            h.stop().await;
+        }
         for t in &self.transceivers {
             t.stop();
         }
@@ -238,17 +268,38 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         ttl: cfg.flow_ttl,
     });
 
-    let ip = cfg.relay.ip();
+    // Clients reach the entry relay (the global one, if any) at the advertised address; the
+    // cluster relays behind a global relay and every internal socket (relay links, transceivers)
+    // stay on loopback, where nothing outside this machine can reach them.
+    let host = HostAddrs::read();
+    let internal: IpAddr = Ipv4Addr::LOCALHOST.into();
+    let entry_plan = |bind: MediaBind, advertise: Option<Advertise>| -> MediaPlan {
+        let p = media_address::plan(bind, advertise, &host);
+        if let Some(w) = p.warning {
+            log::warn!("{w}");
+        }
+        p
+    };
+    let (cluster0_plan, global_plan) = match cfg.global_relay {
+        Some(g) => (
+            media_address::plan(cfg.relay, None, &host),
+            Some(entry_plan(g, cfg.advertise)),
+        ),
+        None => (entry_plan(cfg.relay, cfg.advertise), None),
+    };
     // Relay sockets are bound up front (and kept): their addresses configure everything else.
-    let mut global = match cfg.global_relay {
-        Some(g) => Some(RelaySockets::bind(
-            g,
-            SocketAddr::new(g.ip(), 0),
+    let mut global = match &global_plan {
+        Some(p) => Some(RelaySockets::bind(
+            p.bind,
+            SocketAddr::new(internal, 0),
             cfg.relay_workers,
         )?),
         None => None,
     };
-    let global_addrs = global.as_ref().map(|g| (g.public_addr, g.link_addr));
+    let global_addrs = global
+        .as_ref()
+        .zip(global_plan)
+        .map(|(g, p)| (p.advertised(g.public_addr), g.link_addr));
     let clusters: Vec<u16> = if global.is_some() {
         vec![0, 1]
     } else {
@@ -260,23 +311,43 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let mut handles = vec![];
     let mut threads = vec![];
     let mut cluster_links = HashMap::new();
+    let mut entry = None;
     for &cluster in &clusters {
         let listen = if cluster == 0 {
-            cfg.relay
+            cluster0_plan.bind
         } else {
-            SocketAddr::new(ip, 0)
+            SocketAddr::new(internal, 0)
         };
-        let sockets = RelaySockets::bind(listen, SocketAddr::new(ip, 0), cfg.relay_workers)?;
+        let sockets = RelaySockets::bind(listen, SocketAddr::new(internal, 0), cfg.relay_workers)?;
         let public = sockets.public_addr;
-        let media_addr = global_addrs.map(|(g, _)| g).unwrap_or(public);
+        let media_addr = match global_addrs {
+            Some((g, _)) => g,
+            None => cluster0_plan.advertised(public),
+        };
+        if cluster == 0 && global_addrs.is_none() {
+            entry = Some((media_addr, public));
+        }
         let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
         let mut ts = vec![];
         for id in 1..=cfg.transceivers {
+            // With --direct clients reach the transceivers' own sockets, so those bind where the
+            // relay would have, and answers name them at the relay's advertised IP.
+            let (bind, candidate) = if cfg.direct {
+                (
+                    SocketAddr::new(cluster0_plan.bind.ip(), 0),
+                    AnswerCandidate::OwnSocket(cluster0_plan.advertise_ip),
+                )
+            } else {
+                (
+                    SocketAddr::new(internal, 0),
+                    AnswerCandidate::Relay(media_addr),
+                )
+            };
             let (h, workers) = transceiver::spawn(TransceiverConfig {
                 cluster,
                 id,
-                bind: SocketAddr::new(ip, 0),
-                advertise: (!cfg.direct).then_some(media_addr),
+                bind,
+                candidate,
                 route_keys: keys.clone(),
                 lifecycle: cfg.lifecycle,
                 workers: cfg.transceiver_workers,
@@ -302,12 +373,14 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         });
     }
     if let Some(sockets) = global.take() {
-        let mut rc = RelayConfig::global(sockets.public_addr, cluster_links, keys.clone());
+        let public = sockets.public_addr;
+        let mut rc = RelayConfig::global(public, cluster_links, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache.clone();
         relays.insert(0, RelaySlot::start("global".into(), rc, sockets)?);
+        entry = global_addrs.map(|(advertised, _)| (advertised, public));
     }
-    let media_addr = relays[0].public_addr();
+    let (media_addr, media_bind) = entry.expect("an entry relay was started");
 
     let relays_for_stats = relays.clone();
     let redis_for_stats = redis_addr.clone();
@@ -354,8 +427,49 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let signaling = Signaling::new(views, stats).with_admin(admin).with_keys(
         crate::signaling::keys::Keys::new(cfg.require_keys, cfg.api_keys.clone()),
     );
+    let (https, https_url, https_cert) = match &cfg.https {
+        Some(h) => {
+            // What a phone types: the LAN address for a wildcard bind (the address media is
+            // advertised at when that is one of ours), else the bound address itself.
+            let lan_ip = if h.addr.ip().is_unspecified() {
+                Some(media_addr.ip())
+                    .filter(|ip| !ip.is_loopback() && host.is_local(*ip))
+                    .or_else(|| host.primary())
+                    .unwrap_or(media_address::reachable(h.addr).ip())
+            } else {
+                h.addr.ip()
+            };
+            let source = match &h.cert_files {
+                Some((cert, key)) => CertSource::Files {
+                    cert: cert.clone(),
+                    key: key.clone(),
+                },
+                None => CertSource::SelfSigned {
+                    cache_dir: h.cache_dir.clone(),
+                    names: https::names_for(&[lan_ip, media_addr.ip()]),
+                },
+            };
+            let pem = source.load()?;
+            let origin = pem.origin.clone();
+            let server =
+                HttpsServer::start(h.addr, pem, signaling.clone().router_without_admin()).await?;
+            let url = format!(
+                "https://{}:{}/",
+                media_address::url_host(lan_ip),
+                server.addr.port()
+            );
+            if media_addr.ip().is_loopback() {
+                log::warn!(
+                    "LAN mode, but media is advertised on loopback ({media_addr}): other devices cannot send audio; drop --relay or pass --advertise"
+                );
+            }
+            (Some(server), Some(url), Some(origin))
+        }
+        None => (None, None, None),
+    };
     let listener = tokio::net::TcpListener::bind(cfg.http).await?;
     let http_addr = listener.local_addr()?;
+    let http_url = format!("http://{}/", media_address::reachable(http_addr));
     let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(async move {
         let r = axum::serve(listener, signaling.router())
@@ -370,7 +484,12 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
 
     Ok(Running {
         http_addr,
+        http_url,
+        https_url,
+        https_cert,
+        https,
         media_addr,
+        media_bind,
         redis_addr,
         relays,
         transceivers: handles,

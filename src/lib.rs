@@ -9,7 +9,9 @@
 pub mod allinone;
 pub mod audio;
 pub mod cache;
+pub mod https;
 pub mod loadgen;
+pub mod media_address;
 pub mod membership;
 pub mod model;
 pub mod realtime;

@@ -3,10 +3,13 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use voice_edge::allinone::{self, AllInOneConfig};
+use voice_edge::allinone::{self, AllInOneConfig, HttpsConfig, Running};
+use voice_edge::https;
+use voice_edge::media_address::{Advertise, MediaBind};
 use voice_edge::membership::parse_member;
 use voice_edge::relay::{self, FlowCacheConfig, RelayConfig, Tier};
 use voice_edge::routing::{RouteKeys, ufrag};
@@ -37,15 +40,39 @@ enum Command {
 
 #[derive(Args, Debug)]
 struct AllInOneArgs {
-    /// HTTP address for signaling, the demo page and admin endpoints.
+    /// HTTP address for signaling, the demo page and admin endpoints (loopback: this machine only).
     #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "127.0.0.1:8080")]
     http: SocketAddr,
-    /// The relay's public UDP address: the only media address clients see.
-    #[arg(long, env = "VOICE_EDGE_RELAY", default_value = "127.0.0.1:3478")]
-    relay: SocketAddr,
+    /// Where the relay's public UDP socket binds: `auto[:PORT]` is this machine's primary
+    /// non-loopback address (which every browser, Firefox included, and LAN devices reach; loopback
+    /// if there is none), or IP:PORT (0.0.0.0 binds every interface).
+    #[arg(long, env = "VOICE_EDGE_RELAY", default_value = "auto:3478")]
+    relay: MediaBind,
+    /// The media address answers name, HOST[:PORT], when clients reach the relay at another
+    /// address than it binds (NAT, containers, clouds). Default: the bound address, or for
+    /// 0.0.0.0 the primary interface address.
+    #[arg(long, env = "VOICE_EDGE_ADVERTISE")]
+    advertise: Option<Advertise>,
     /// Put a global (ingress) relay at this address in front of two clusters.
-    #[arg(long, env = "VOICE_EDGE_GLOBAL_RELAY", num_args = 0..=1, default_missing_value = "127.0.0.1:3479")]
-    global_relay: Option<SocketAddr>,
+    #[arg(long, env = "VOICE_EDGE_GLOBAL_RELAY", num_args = 0..=1, default_missing_value = "auto:3479")]
+    global_relay: Option<MediaBind>,
+    /// LAN mode, for phones and other machines: also serve the demo and the API over HTTPS
+    /// (--https, every interface) with a self-signed certificate, and print the URL as a QR code.
+    #[arg(long, env = "VOICE_EDGE_LAN")]
+    lan: bool,
+    /// The HTTPS listener of LAN mode (admin endpoints are not served on it).
+    #[arg(long, env = "VOICE_EDGE_HTTPS", default_value = "0.0.0.0:8443")]
+    https: SocketAddr,
+    /// A PEM certificate (chain) for LAN mode's HTTPS instead of the self-signed one.
+    #[arg(long, env = "VOICE_EDGE_TLS_CERT", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "VOICE_EDGE_TLS_KEY", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Where the self-signed LAN certificate is kept, so a phone that accepted it once keeps
+    /// trusting it (default: $XDG_CACHE_HOME/voice-edge or ~/.cache/voice-edge).
+    #[arg(long, env = "VOICE_EDGE_CACHE_DIR")]
+    cache_dir: Option<PathBuf>,
     /// Transceivers per cluster.
     #[arg(long, env = "VOICE_EDGE_TRANSCEIVERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     transceivers: u16,
@@ -189,6 +216,12 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
             http: a.http,
             relay: a.relay,
             global_relay: a.global_relay,
+            advertise: a.advertise,
+            https: a.lan.then(|| HttpsConfig {
+                addr: a.https,
+                cert_files: a.tls_cert.clone().zip(a.tls_key.clone()),
+                cache_dir: a.cache_dir.clone().unwrap_or_else(https::default_cache_dir),
+            }),
             transceivers: a.transceivers,
             transceiver_workers: a.transceiver_workers,
             relay_workers: a.relay_workers,
@@ -200,14 +233,7 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
             ..Default::default()
         })
         .await?;
-        println!(
-            "voice-edge is running: open http://{}/ (media udp {}, {} relay(s), {} transceivers, flow cache {})",
-            running.http_addr,
-            running.media_addr,
-            running.relays.len(),
-            running.transceivers.len(),
-            running.redis_addr.as_deref().unwrap_or("off")
-        );
+        print!("{}", banner(&running, a.lan));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => println!("stopping…"),
@@ -228,6 +254,42 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
         running.shutdown().await;
         Ok(())
     })
+}
+
+/// What a user needs from the startup output: the URL to open (on a phone: the QR code), and the
+/// media address clients are told to use, which is what a firewall must let through.
+fn banner(r: &Running, lan: bool) -> String {
+    let mut out = format!("voice-edge is running: open {}\n", r.http_url);
+    if let Some(url) = &r.https_url {
+        out += &format!(
+            "  on a phone or another machine on this network: open {url}\n  ({}; accept the browser's warning once)\n",
+            r.https_cert.as_deref().unwrap_or("TLS")
+        );
+        if let Ok(code) = qrcode::QrCode::new(url.as_bytes()) {
+            // Light modules drawn as blocks: reads as a normal QR code on a dark terminal.
+            out += &code
+                .render::<qrcode::render::unicode::Dense1x2>()
+                .dark_color(qrcode::render::unicode::Dense1x2::Light)
+                .light_color(qrcode::render::unicode::Dense1x2::Dark)
+                .build();
+            out.push('\n');
+        }
+    } else if !lan && !r.media_addr.ip().is_loopback() {
+        out += "  (other devices on this network: run with --lan for HTTPS, which their microphones need)\n";
+    }
+    let bound = if r.media_bind == r.media_addr {
+        String::new()
+    } else {
+        format!(", bound to {}", r.media_bind)
+    };
+    out += &format!(
+        "  media: clients send UDP to {}{bound}; {} relay(s), {} transceivers, flow cache {}\n",
+        r.media_addr,
+        r.relays.len(),
+        r.transceivers.len(),
+        r.redis_addr.as_deref().unwrap_or("off")
+    );
+    out
 }
 
 fn run_relay(a: RelayArgs) -> anyhow::Result<()> {

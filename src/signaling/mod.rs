@@ -73,7 +73,18 @@ impl Signaling {
         self
     }
 
+    /// Everything: the Realtime API, the demo page and `/admin/*`.
     pub fn router(self) -> Router {
+        self.routes(true)
+    }
+
+    /// The Realtime API and the demo page, without `/admin/*`: for listeners that other machines
+    /// reach (LAN mode), since admin actions are for the operator on this machine.
+    pub fn router_without_admin(self) -> Router {
+        self.routes(false)
+    }
+
+    fn routes(self, admin: bool) -> Router {
         let cors = CorsLayer::new()
             .allow_origin(Any)
             .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::OPTIONS])
@@ -90,14 +101,18 @@ impl Signaling {
                 HeaderName::from_static("x-voice-edge-transceiver"),
                 HeaderName::from_static("x-voice-edge-worker"),
             ]);
-        Router::new()
+        let mut router = Router::new()
             .route("/v1/realtime/calls", post(create_call))
             .route("/v1/realtime/calls/{id}", patch(renegotiate))
             .route("/v1/realtime/calls/{id}/hangup", post(hangup))
-            .route("/v1/realtime/client_secrets", post(client_secrets))
-            .route("/admin/stats", get(admin_stats))
-            .route("/admin/calls", get(admin_calls))
-            .route("/admin/actions/{name}", post(admin_action))
+            .route("/v1/realtime/client_secrets", post(client_secrets));
+        if admin {
+            router = router
+                .route("/admin/stats", get(admin_stats))
+                .route("/admin/calls", get(admin_calls))
+                .route("/admin/actions/{name}", post(admin_action));
+        }
+        router
             .fallback(get(web::serve))
             .layer(DefaultBodyLimit::max(MAX_OFFER_BYTES))
             .layer(cors)

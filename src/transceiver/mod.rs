@@ -15,7 +15,7 @@ pub use media::VoiceTimings;
 pub use peer::{AnswerError, opus as opus_codec};
 pub use session::{SessionCounters, SessionState};
 
-use std::net::{SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
@@ -32,13 +32,24 @@ pub struct TransceiverConfig {
     pub id: u16,
     /// Where the shared socket binds (the relay forwards here).
     pub bind: SocketAddr,
-    /// The candidate put in answers; `None` advertises the socket itself (direct clients).
-    pub advertise: Option<SocketAddr>,
+    /// What answers name as their one candidate.
+    pub candidate: AnswerCandidate,
     pub route_keys: RouteKeys,
     pub lifecycle: Lifecycle,
     /// Socket loops (threads) in this transceiver, each with its own socket on `bind`'s port
     /// plus its index, and its own calls.
     pub workers: u8,
+}
+
+/// The one candidate in this transceiver's answers: always an address as clients reach it,
+/// never a bind address (see [`crate::media_address`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AnswerCandidate {
+    /// The relay (or global relay) in front of this transceiver: the normal path.
+    Relay(SocketAddr),
+    /// Each worker's own socket, at this IP and the worker's port: clients connect directly
+    /// (the baseline the relay's cost is measured against).
+    OwnSocket(IpAddr),
 }
 
 /// When a transceiver gives up on a call. Every ending releases all of the call's state.
@@ -387,7 +398,10 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, Vec<J
         let w = worker::Worker::new(worker::WorkerParts {
             cfg: cfg.clone(),
             index: index as u8,
-            advertise: cfg.advertise.unwrap_or(own),
+            advertise: match cfg.candidate {
+                AnswerCandidate::Relay(addr) => addr,
+                AnswerCandidate::OwnSocket(ip) => SocketAddr::new(ip, own.port()),
+            },
             certificate: certificate.clone(),
             live: live.clone(),
             stop: stop.clone(),
