@@ -16,6 +16,10 @@ bench-relay *ARGS:
 bench-connect RUNS="5":
     node tests/e2e/connect-timings.mjs --runs {{RUNS}}
 
+# Demo setup timings, Chromium and Firefox side by side (median of N calls each, interleaved)
+bench-browsers RUNS="10":
+    node tests/e2e/browser-timings.mjs --runs {{RUNS}}
+
 # Connect times side by side: Chromium → aiortc vs voice-edge via the relay vs voice-edge --direct (N calls each, interleaved)
 bench-connect-compare RUNS="20":
     bash bench/connect/run.sh --runs {{RUNS}}

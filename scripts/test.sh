@@ -29,6 +29,8 @@ apt_pkgs=()
 command -v node >/dev/null 2>&1 || apt_pkgs+=(nodejs)
 command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
 [ -x /usr/bin/chromium ] || apt_pkgs+=(chromium)
+# Firefox: Debian's ESR, driven over WebDriver BiDi by puppeteer-core (tests/e2e/firefox.mjs).
+[ -x /usr/bin/firefox-esr ] || apt_pkgs+=(firefox-esr)
 # The tts model (and the echo model's text replies) speak through espeak-ng when it is installed.
 command -v espeak-ng >/dev/null 2>&1 || apt_pkgs+=(espeak-ng)
 # --- services used by tests: add later ones (databases, brokers, …) here --------------------------------
@@ -46,15 +48,17 @@ if [ "$node_major" -lt 18 ]; then
   exit 1
 fi
 
-# Node packages for the e2e tests: playwright-core (drives the system chromium, downloads no browser), and for
+# Node packages for the e2e tests: playwright-core (drives the system chromium, downloads no browser),
+# puppeteer-core (drives the system firefox-esr over WebDriver BiDi, downloads nothing either), and for
 # the Realtime client tests the official @openai/agents-realtime SDK plus esbuild, which bundles the SDK page
 # in memory at test time (its platform binary is the @esbuild/<platform> optional dependency).
 if [ ! -d tests/e2e/node_modules/playwright-core ] \
+  || [ ! -d tests/e2e/node_modules/puppeteer-core ] \
   || [ ! -d tests/e2e/node_modules/@openai/agents-realtime ] \
   || [ ! -d tests/e2e/node_modules/esbuild ] \
   || [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then
   log "npm ci (tests/e2e)"
-  (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund)
+  (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund)
 fi
 
 # ---------------------------------------------------------------------------------------------------------
@@ -87,7 +91,8 @@ export VOICE_EDGE_BIN
 
 # ---------------------------------------------------------------------------------------------------------
 # 3. End to end: headless chromium, fake microphone (fixtures/*.wav): demo page → echo; the official
-#    @openai/agents-realtime SDK (realtime-sdk.test.mjs) and the plain WebRTC flow (plain-flow.test.mjs).
+#    @openai/agents-realtime SDK (realtime-sdk.test.mjs) and the plain WebRTC flow (plain-flow.test.mjs);
+#    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

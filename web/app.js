@@ -38,7 +38,7 @@
     return t;
   }
   function emptyPath() {
-    return { relay: null, cluster: null, transceiver: null, worker: null, callId: null };
+    return { media: null, relay: null, cluster: null, transceiver: null, worker: null, callId: null };
   }
 
   // ---- rendering -------------------------------------------------------
@@ -179,6 +179,8 @@
         c.hangupUrl = new URL(location, window.location.href).pathname.replace(/\/$/, '') + '/hangup';
       }
       ve.path = {
+        // Where this browser sends media, as the answer's candidate names it.
+        media: res.headers.get('X-Voice-Edge-Media'),
         relay: res.headers.get('X-Voice-Edge-Relay'),
         cluster: res.headers.get('X-Voice-Edge-Cluster'),
         transceiver: res.headers.get('X-Voice-Edge-Transceiver'),
@@ -212,7 +214,7 @@
       const s = pc.iceConnectionState;
       logEvent(`ice ${s}`, null, 'note');
       if (s === 'connected' || s === 'completed') mark('iceConnected');
-      if (s === 'failed') fail(c, `ICE failed: no connectivity to the relay ${ve.path.relay || ''}`.trim());
+      if (s === 'failed') fail(c, iceFailure());
     });
     pc.addEventListener('connectionstatechange', () => {
       if (c !== call) return;
@@ -227,6 +229,10 @@
     });
   }
 
+  function iceFailure() {
+    return `ICE failed: no UDP connectivity to ${ve.path.media || 'the media address'}`;
+  }
+
   function watchDtls(pc, c) {
     const sender = pc.getSenders()[0];
     const t = sender && sender.transport;
@@ -235,7 +241,11 @@
     const check = () => {
       if (c !== call) return;
       if (t.state === 'connected') mark('dtlsConnected');
-      if (t.state === 'failed') fail(c, 'DTLS handshake failed');
+      if (t.state === 'failed') {
+        // Firefox fails its DTLS transport when ICE fails, before any ICE state event: say which.
+        if (ve.timings.iceConnected == null) fail(c, iceFailure());
+        else fail(c, 'DTLS handshake failed');
+      }
     };
     t.addEventListener('statechange', check);
     check();

@@ -5,6 +5,7 @@ import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
 import net from 'node:net';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
@@ -33,12 +34,23 @@ export function freeTcpPort() {
   });
 }
 
-/** A UDP port that was free a moment ago. */
-export function freeUdpPort() {
+/**
+ * The first non-internal IPv4 address of this machine (what `--relay auto` binds when it is the default
+ * route's interface), or null.
+ */
+export function primaryIPv4() {
+  for (const addrs of Object.values(os.networkInterfaces())) {
+    for (const a of addrs || []) if ((a.family === 'IPv4' || a.family === 4) && !a.internal) return a.address;
+  }
+  return null;
+}
+
+/** A UDP port on `host` that was free a moment ago. */
+export function freeUdpPort(host = '127.0.0.1') {
   return new Promise((resolve, reject) => {
     const sock = dgram.createSocket('udp4');
     sock.on('error', reject);
-    sock.bind(0, '127.0.0.1', () => {
+    sock.bind(0, host, () => {
       const { port } = sock.address();
       sock.close(() => resolve(port));
     });
@@ -67,18 +79,20 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
 
 /**
  * Spawn the all-in-one server on free ports and wait (up to readyMs) until GET / answers.
- * Returns {child, baseUrl, httpAddr, relayAddr, log(), stop()}.
+ * `relay`: 'auto' (the default's address choice, `--relay auto:PORT`: the machine's primary non-loopback
+ * address, which Firefox needs) or 'loopback' (127.0.0.1, which only Chromium pairs with).
+ * Returns {child, baseUrl, httpAddr, relayAddr (the media address answers name), lanUrl (with --lan), log(), stop()}.
  */
-export async function startServer({ readyMs = 30_000, extraArgs = [] } = {}) {
+export async function startServer({ readyMs = 30_000, extraArgs = [], relay = 'auto' } = {}) {
   const bin = serverBin();
   if (!fs.existsSync(bin)) {
     throw new Error(`server binary not found: ${bin} (build it with \`cargo build --release\` or set VOICE_EDGE_BIN)`);
   }
   const httpPort = await freeTcpPort();
-  const udpPort = await freeUdpPort();
   const httpAddr = `127.0.0.1:${httpPort}`;
-  const relayAddr = `127.0.0.1:${udpPort}`;
-  const args = ['--http', httpAddr, '--relay', relayAddr, ...extraArgs];
+  const relayArg =
+    relay === 'loopback' ? `127.0.0.1:${await freeUdpPort()}` : `auto:${await freeUdpPort(primaryIPv4() || '127.0.0.1')}`;
+  const args = ['--http', httpAddr, '--relay', relayArg, ...extraArgs];
 
   const lines = [];
   const child = spawn(bin, args, {
@@ -122,7 +136,8 @@ export async function startServer({ readyMs = 30_000, extraArgs = [] } = {}) {
     args,
     baseUrl: `http://${httpAddr}/`,
     httpAddr,
-    relayAddr,
+    relayAddr: null, // read from the startup banner below
+
     log: () => lines.join('\n'),
     async stop() {
       if (exited) return exited;
@@ -147,7 +162,13 @@ export async function startServer({ readyMs = 30_000, extraArgs = [] } = {}) {
     try {
       const res = await fetch(server.baseUrl, { signal: AbortSignal.timeout(1000) });
       await res.arrayBuffer();
-      if (res.ok) return server;
+      // The banner follows the listeners; it names the media address every answer carries.
+      const media = server.log().match(/clients send UDP to (\S+?)[;,]/);
+      if (res.ok && media) {
+        server.relayAddr = media[1];
+        server.lanUrl = server.log().match(/open (https:\/\/\S+)/)?.[1] ?? null; // --lan only
+        return server;
+      }
       lastErr = new Error(`GET / → ${res.status}`);
     } catch (e) {
       lastErr = e;

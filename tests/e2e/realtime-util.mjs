@@ -141,32 +141,32 @@ export function inboundAudio(page) {
 /**
  * Wait until the page has received a server event matching `match` ({type, ...fields compared with ===,
  * with dotted paths allowed, e.g. 'response.status'}) at index >= `from`. Returns {index, event}.
+ * Polls with page.evaluate, which Playwright (chromium) and puppeteer (firefox) pages share; their
+ * waitForFunction signatures differ.
  */
 export async function waitForEvent(page, match, { from = 0, timeoutMs = 15_000, what } = {}) {
-  try {
-    const h = await page.waitForFunction(
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = await page.evaluate(
       ({ match, from }) => {
         const get = (o, p) => p.split('.').reduce((v, k) => (v == null ? v : v[k]), o);
         const evs = (window.rt && window.rt.events) || [];
         for (let i = from; i < evs.length; i++) {
           if (Object.entries(match).every(([k, v]) => get(evs[i], k) === v)) return { index: i, event: evs[i] };
         }
-        return false;
+        return null;
       },
       { match, from },
-      { timeout: timeoutMs, polling: 25 },
     );
-    const v = await h.jsonValue();
-    await h.dispose();
-    return v;
-  } catch (e) {
-    if (!/Timeout/i.test(e.message)) throw e;
-    const types = await page.evaluate(() => (window.rt?.events || []).map((e) => e.type)).catch(() => []);
-    throw new Error(
-      `timed out after ${timeoutMs} ms waiting for ${what || JSON.stringify(match)} (from event #${from}); ` +
-        `events so far: ${JSON.stringify(types.slice(from))}`,
-    );
+    if (found) return found;
+    if (Date.now() >= deadline) break;
+    await sleep(25);
   }
+  const types = await page.evaluate(() => (window.rt?.events || []).map((e) => e.type)).catch(() => []);
+  throw new Error(
+    `timed out after ${timeoutMs} ms waiting for ${what || JSON.stringify(match)} (from event #${from}); ` +
+      `events so far: ${JSON.stringify(types.slice(from))}`,
+  );
 }
 
 /** The events the page has collected (server events in `events`, client events in `sent`). */
