@@ -15,6 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use crate::cache;
+use crate::control::TransceiverControl;
 use crate::https::{self, CertSource, HttpsServer};
 use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
@@ -258,7 +259,10 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let redis_addr = if cfg.flow_cache {
         Some(match &cfg.redis_url {
             Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
-            None => cache::start_embedded(cfg.embedded_redis).await?.to_string(),
+            None => format!(
+                "redis://{}",
+                cache::start_embedded(cfg.embedded_redis).await?
+            ),
         })
     } else {
         None
@@ -369,7 +373,10 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         views.push(ClusterView {
             id: cluster,
             media_addr,
-            transceivers: ts,
+            transceivers: ts
+                .into_iter()
+                .map(|t| Arc::new(t) as Arc<dyn TransceiverControl>)
+                .collect(),
         });
     }
     if let Some(sockets) = global.take() {
@@ -383,7 +390,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let (media_addr, media_bind) = entry.expect("an entry relay was started");
 
     let relays_for_stats = relays.clone();
-    let redis_for_stats = redis_addr.clone();
+    let redis_for_stats = redis_addr.as_deref().map(cache::redact_redis_url);
     let stats = Arc::new(move || {
         json!({
             "relays": relays_for_stats.iter().map(|r| r.stats()).collect::<Vec<_>>(),

@@ -17,15 +17,38 @@ pub async fn start_embedded(listen: SocketAddr) -> anyhow::Result<SocketAddr> {
     Ok(addr)
 }
 
-/// Accepts `redis://[user:pass@]host:port[/db]` or a bare `host:port`.
+/// Accepts `redis://[user:pass@]host:port[/db]` (or `rediss://`) or a bare `host:port`, and
+/// returns it as a `redis://` URL with password and database kept: a deployment's Redis is
+/// usually shared and protected, so dropping either would talk to the wrong data or be refused.
 pub fn parse_redis_url(url: &str) -> Result<String, String> {
-    let rest = url.strip_prefix("redis://").unwrap_or(url);
-    let hostport = rest.split('/').next().unwrap_or(rest);
+    let url = url.trim();
+    let full = if url.contains("://") {
+        url.to_owned()
+    } else {
+        format!("redis://{url}")
+    };
+    let after_scheme = full.split_once("://").map(|x| x.1).unwrap_or("");
+    let hostport = after_scheme.split('/').next().unwrap_or("");
     let hostport = hostport.rsplit('@').next().unwrap_or(hostport);
     if hostport.is_empty() || !hostport.contains(':') {
-        return Err(format!("expected redis://HOST:PORT, got {url:?}"));
+        return Err(format!(
+            "expected redis://[:PASSWORD@]HOST:PORT[/DB], got {url:?}"
+        ));
     }
-    Ok(hostport.to_owned())
+    redis::Client::open(full.as_str()).map_err(|e| format!("bad Redis URL {url:?}: {e}"))?;
+    Ok(full)
+}
+
+/// The URL for logs and status pages: the password replaced by `***`.
+pub fn redact_redis_url(url: &str) -> String {
+    match (url.split_once("://"), url.rfind('@')) {
+        (Some((scheme, rest)), Some(at)) if at > scheme.len() => {
+            let userinfo = &rest[..at - scheme.len() - 3];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{scheme}://{user}:***@{}", &url[at + 1..])
+        }
+        _ => url.to_owned(),
+    }
 }
 
 #[cfg(test)]
@@ -33,16 +56,28 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redis_urls() {
+    fn redis_urls_keep_password_and_db() {
         assert_eq!(
             parse_redis_url("redis://127.0.0.1:6379").unwrap(),
-            "127.0.0.1:6379"
+            "redis://127.0.0.1:6379"
         );
         assert_eq!(
-            parse_redis_url("redis://:pw@10.0.0.1:6380/0").unwrap(),
-            "10.0.0.1:6380"
+            parse_redis_url("redis://:pw@10.0.0.1:6380/3").unwrap(),
+            "redis://:pw@10.0.0.1:6380/3"
         );
-        assert_eq!(parse_redis_url("localhost:6379").unwrap(), "localhost:6379");
+        assert_eq!(
+            parse_redis_url("localhost:6379").unwrap(),
+            "redis://localhost:6379"
+        );
         assert!(parse_redis_url("redis://").is_err());
+        assert!(parse_redis_url("redis://host").is_err());
+        assert_eq!(
+            redact_redis_url("redis://:pw@10.0.0.1:6380/3"),
+            "redis://:***@10.0.0.1:6380/3"
+        );
+        assert_eq!(
+            redact_redis_url("redis://10.0.0.1:6380"),
+            "redis://10.0.0.1:6380"
+        );
     }
 }

@@ -9,6 +9,7 @@
 pub mod allinone;
 pub mod audio;
 pub mod cache;
+pub mod control;
 pub mod https;
 pub mod loadgen;
 pub mod media_address;
@@ -16,6 +17,7 @@ pub mod membership;
 pub mod model;
 pub mod realtime;
 pub mod relay;
+pub mod roles;
 pub mod routing;
 pub mod signaling;
 pub mod transceiver;

@@ -29,8 +29,14 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Run a relay alone, with static membership.
+    /// Run a relay alone: members from --transceiver ID=ADDR, or from Redis (--redis-url).
     Relay(RelayArgs),
+    /// Run signaling alone (Realtime HTTP API + demo page); needs Redis (members) and the
+    /// cluster secret (the transceivers' control API).
+    Signaling(SignalingArgs),
+    /// Run one transceiver alone; needs Redis (to register), the cluster secret (its control
+    /// API), the route secret (shared with relays) and the relay's address as clients reach it.
+    Transceiver(TransceiverArgs),
     /// Mint or decode server ufrags (routes).
     #[command(subcommand)]
     Route(RouteCommand),
@@ -104,6 +110,77 @@ struct AllInOneArgs {
 }
 
 #[derive(Args, Debug)]
+struct SignalingArgs {
+    /// The public listener: Realtime API and demo page (no admin endpoints).
+    #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "0.0.0.0:8080")]
+    http: SocketAddr,
+    /// The admin listener (/admin/stats, /admin/calls); keep it private.
+    #[arg(long, env = "VOICE_EDGE_ADMIN", default_value = "127.0.0.1:8081")]
+    admin: SocketAddr,
+    /// Redis with the transceivers' membership: redis://[:PASSWORD@]HOST:PORT[/DB].
+    #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
+    redis_url: String,
+    /// The secret transceivers' control APIs require.
+    #[arg(long, env = "VOICE_EDGE_CLUSTER_SECRET", hide_env_values = true)]
+    cluster_secret: String,
+    /// Calls need a server key (--api-key) or an unexpired ek_ key.
+    #[arg(long, env = "VOICE_EDGE_REQUIRE_KEYS")]
+    require_keys: bool,
+    /// A server API key (repeatable).
+    #[arg(
+        long = "api-key",
+        env = "VOICE_EDGE_API_KEYS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    api_keys: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+struct TransceiverArgs {
+    /// This transceiver's cluster.
+    #[arg(long, env = "VOICE_EDGE_CLUSTER", default_value_t = 0)]
+    cluster: u16,
+    /// Its id in the cluster (it goes into every route); default: the lowest free id in Redis.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_ID", value_parser = clap::value_parser!(u16).range(1..=1024))]
+    id: Option<u16>,
+    /// Worker 0's UDP socket, where relays forward; worker W binds the port + W.
+    #[arg(
+        long,
+        env = "VOICE_EDGE_TRANSCEIVER_BIND",
+        default_value = "0.0.0.0:4000"
+    )]
+    bind: SocketAddr,
+    /// Worker threads, each with its own socket and calls.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
+    workers: u8,
+    /// The relay as clients reach it, HOST[:PORT] (port 3478 if omitted): the candidate in
+    /// every answer.
+    #[arg(long, env = "VOICE_EDGE_ADVERTISE")]
+    advertise: Advertise,
+    /// The control API listener (signaling calls it with the cluster secret).
+    #[arg(long, env = "VOICE_EDGE_CONTROL", default_value = "0.0.0.0:7000")]
+    control: SocketAddr,
+    /// The address relays and signaling reach this process at; default: the primary interface's.
+    #[arg(long, env = "VOICE_EDGE_HOST")]
+    host: Option<std::net::IpAddr>,
+    /// Redis for membership: redis://[:PASSWORD@]HOST:PORT[/DB].
+    #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
+    redis_url: String,
+    #[arg(long, env = "VOICE_EDGE_CLUSTER_SECRET", hide_env_values = true)]
+    cluster_secret: String,
+    /// Route secret (hex, ≥ 16 bytes) shared with the relays.
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET", hide_env_values = true)]
+    route_secret: String,
+    /// Key id of --route-secret (0–15).
+    #[arg(long, env = "VOICE_EDGE_ROUTE_KEY_ID", default_value_t = 0)]
+    key_id: u8,
+    /// On SIGTERM, stop taking calls and wait this many seconds for live ones to end.
+    #[arg(long, env = "VOICE_EDGE_DRAIN_DEADLINE", default_value_t = 30)]
+    drain_deadline: u64,
+}
+
+#[derive(Args, Debug)]
 struct RelayArgs {
     /// Public UDP address clients send to.
     #[arg(long, env = "VOICE_EDGE_RELAY_LISTEN", default_value = "0.0.0.0:3478")]
@@ -121,8 +198,9 @@ struct RelayArgs {
     /// Route by cluster to cluster relays (`--next-hop CLUSTER=ADDR`) instead of to transceivers.
     #[arg(long, env = "VOICE_EDGE_RELAY_GLOBAL")]
     global: bool,
-    /// A transceiver (or, with --global, a cluster relay link): ID=ADDR, repeatable.
-    #[arg(long = "transceiver", alias = "next-hop", env = "VOICE_EDGE_TRANSCEIVERS_MAP", value_delimiter = ',', value_parser = parse_member, required = true)]
+    /// A transceiver (or, with --global, a cluster relay link): ID=ADDR, repeatable. Without
+    /// it, a cluster relay follows the cluster's members in Redis (--redis-url).
+    #[arg(long = "transceiver", alias = "next-hop", env = "VOICE_EDGE_TRANSCEIVERS_MAP", value_delimiter = ',', value_parser = parse_member, required_unless_present = "redis_url")]
     transceivers: Vec<(u16, SocketAddr)>,
     /// Worker sockets per transceiver: worker W of transceiver ID=ADDR listens on ADDR's port + W.
     #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 1)]
@@ -154,7 +232,8 @@ struct RelayArgs {
     /// Flows per worker.
     #[arg(long, env = "VOICE_EDGE_MAX_FLOWS", default_value_t = 100_000)]
     max_flows: usize,
-    /// Redis for the flow cache (redis://HOST:PORT); none by default.
+    /// Redis for the flow cache and, without --transceiver, membership:
+    /// redis://[:PASSWORD@]HOST:PORT[/DB]; none by default.
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: Option<String>,
 }
@@ -197,6 +276,8 @@ fn main() -> anyhow::Result<()> {
     match cli.command {
         None => run_all_in_one(cli.all),
         Some(Command::Relay(a)) => run_relay(a),
+        Some(Command::Signaling(a)) => run_signaling(a),
+        Some(Command::Transceiver(a)) => run_transceiver(a),
         Some(Command::Route(r)) => run_route(r),
         Some(Command::Loadgen(a)) => {
             let report = voice_edge::loadgen::run(a)?;
@@ -287,7 +368,10 @@ fn banner(r: &Running, lan: bool) -> String {
         r.media_addr,
         r.relays.len(),
         r.transceivers.len(),
-        r.redis_addr.as_deref().unwrap_or("off")
+        r.redis_addr
+            .as_deref()
+            .map(voice_edge::cache::redact_redis_url)
+            .unwrap_or_else(|| "off".into())
     );
     out
 }
@@ -300,6 +384,15 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
             prev,
         )?);
     }
+    let redis_url = a
+        .redis_url
+        .as_deref()
+        .map(voice_edge::cache::parse_redis_url)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    // No static members: follow the cluster's members in Redis.
+    let live_hops = (a.transceivers.is_empty() && !a.global)
+        .then(|| std::sync::Arc::new(voice_edge::relay::LiveHops::default()));
     let next_hops: HashMap<u16, SocketAddr> = a.transceivers.into_iter().collect();
     let cfg = RelayConfig {
         listen: a.listen,
@@ -322,14 +415,22 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         flow_idle: Duration::from_secs(a.flow_idle),
         max_flows: a.max_flows,
         learn_outbound: true,
-        cache: match &a.redis_url {
-            Some(u) => Some(FlowCacheConfig {
-                redis: voice_edge::cache::parse_redis_url(u).map_err(anyhow::Error::msg)?,
-                ttl: Duration::from_secs(a.flow_idle * 4),
-            }),
-            None => None,
-        },
+        cache: redis_url.clone().map(|redis| FlowCacheConfig {
+            redis,
+            ttl: Duration::from_secs(a.flow_idle * 4),
+        }),
+        live_hops: live_hops.clone(),
     };
+    let stop_following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    if let (Some(hops), Some(url)) = (live_hops, redis_url) {
+        voice_edge::membership::registry::follow(
+            url,
+            a.cluster,
+            hops,
+            Duration::from_millis(500),
+            stop_following.clone(),
+        )?;
+    }
     let handle = relay::spawn(cfg)?;
     println!(
         "relay running: udp {} link {}",
@@ -338,9 +439,104 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc_channel(tx);
     let _ = rx.recv();
+    stop_following.store(true, std::sync::atomic::Ordering::Relaxed);
     println!("stopping… {:?}", handle.counters());
     handle.stop();
     Ok(())
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    Ok(tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?)
+}
+
+/// Resolves on SIGINT or SIGTERM; true for SIGTERM (drain), false for SIGINT (stop now).
+async fn stop_signal() -> anyhow::Result<bool> {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    Ok(tokio::select! {
+        _ = tokio::signal::ctrl_c() => false,
+        _ = term.recv() => true,
+    })
+}
+
+fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
+    use voice_edge::roles::signaling::{self, SignalingRoleConfig};
+    runtime()?.block_on(async move {
+        let running = signaling::start(SignalingRoleConfig {
+            http: a.http,
+            admin: Some(a.admin),
+            redis_url: voice_edge::cache::parse_redis_url(&a.redis_url)
+                .map_err(anyhow::Error::msg)?,
+            cluster_secret: a.cluster_secret,
+            require_keys: a.require_keys,
+            api_keys: a.api_keys,
+            refresh: Duration::from_millis(500),
+        })
+        .await?;
+        println!(
+            "signaling running: open http://{}/ (admin on {}; members from {})",
+            voice_edge::media_address::reachable(running.http_addr),
+            running
+                .admin_addr
+                .map(|a| a.to_string())
+                .unwrap_or_default(),
+            voice_edge::cache::redact_redis_url(&a.redis_url)
+        );
+        stop_signal().await?;
+        running.stop().await;
+        Ok(())
+    })
+}
+
+fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
+    use voice_edge::roles::transceiver::{self, TransceiverRoleConfig};
+    let host = match a.host {
+        Some(h) => h,
+        None => voice_edge::media_address::HostAddrs::read()
+            .primary()
+            .ok_or_else(|| anyhow::anyhow!("no network interface to register; pass --host"))?,
+    };
+    let media = SocketAddr::new(
+        a.advertise.ip,
+        a.advertise
+            .port
+            .unwrap_or(voice_edge::media_address::DEFAULT_MEDIA_PORT),
+    );
+    runtime()?.block_on(async move {
+        let running = transceiver::start(TransceiverRoleConfig {
+            cluster: a.cluster,
+            id: a.id,
+            bind: a.bind,
+            workers: a.workers,
+            media,
+            control: a.control,
+            host,
+            redis_url: voice_edge::cache::parse_redis_url(&a.redis_url)
+                .map_err(anyhow::Error::msg)?,
+            cluster_secret: a.cluster_secret,
+            route_keys: RouteKeys::from_hex(a.key_id, &a.route_secret)?,
+            lifecycle: Default::default(),
+            heartbeat: Duration::from_secs(1),
+            ttl: Duration::from_secs(3),
+        })
+        .await?;
+        println!(
+            "transceiver {}.{} running: link {}, control {}, answers name {media}",
+            running.record.cluster, running.record.id, running.record.link, running.control_addr
+        );
+        if stop_signal().await? {
+            println!(
+                "SIGTERM: draining (no new calls; up to {} s for live ones)",
+                a.drain_deadline
+            );
+            let left = running.drain(Duration::from_secs(a.drain_deadline)).await;
+            println!("drained: {left} call(s) still live are closed now");
+        }
+        running.stop().await;
+        Ok(())
+    })
 }
 
 /// SIGINT/SIGTERM → one message, without pulling a runtime into the relay role.

@@ -54,7 +54,7 @@ fn flows_survive_redis_outages_and_are_written_when_it_returns() {
         keys.clone(),
     );
     cfg.cache = Some(FlowCacheConfig {
-        redis: redis_addr.to_string(),
+        redis: format!("redis://{redis_addr}"),
         ttl: Duration::from_secs(60),
     });
     let relay = relay::spawn(cfg).unwrap();

@@ -16,7 +16,7 @@ use super::flows::SharedFlows;
 
 #[derive(Debug, Clone)]
 pub struct FlowCacheConfig {
-    /// `host:port` of a Redis-protocol server.
+    /// A Redis-protocol server's URL (`redis://[:PASSWORD@]HOST:PORT[/DB]`).
     pub redis: String,
     pub ttl: Duration,
 }
@@ -68,12 +68,15 @@ impl CacheThread {
         Ok((tx, t))
     }
 
-    fn run(self, rx: mpsc::Receiver<CacheRequest>) {
-        let url = format!("redis://{}/", self.cfg.redis);
-        let client = match redis::Client::open(url.as_str()) {
+    fn run(mut self, rx: mpsc::Receiver<CacheRequest>) {
+        let mut hops_seen = 0;
+        let client = match redis::Client::open(self.cfg.redis.as_str()) {
             Ok(c) => c,
             Err(e) => {
-                log::error!("flow cache: bad redis address {}: {e}", self.cfg.redis);
+                log::error!(
+                    "flow cache: bad Redis URL {}: {e}",
+                    crate::cache::redact_redis_url(&self.cfg.redis)
+                );
                 return;
             }
         };
@@ -83,6 +86,9 @@ impl CacheThread {
         let mut backlog: HashMap<SocketAddr, String> = HashMap::new();
         let mut last_attempt = Instant::now();
         loop {
+            if let Some(live) = self.relay.live_hops.clone() {
+                live.refresh(&mut hops_seen, &mut self.relay.next_hops);
+            }
             let req = if backlog.is_empty() {
                 match rx.recv() {
                     Ok(r) => Some(r),
@@ -203,7 +209,7 @@ mod tests {
         let keys = RouteKeys::from_hex(0, &"ab".repeat(32)).unwrap();
         CacheThread {
             cfg: FlowCacheConfig {
-                redis: "127.0.0.1:1".into(),
+                redis: "redis://127.0.0.1:1".into(),
                 ttl: Duration::from_secs(1),
             },
             scope: "c0".into(),

@@ -21,8 +21,8 @@ mod worker;
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -72,6 +72,43 @@ pub struct RelayConfig {
     /// Learn flows from transceivers' outbound packets (while recovering from a restart).
     pub learn_outbound: bool,
     pub cache: Option<FlowCacheConfig>,
+    /// Next hops that change while the relay runs (Redis membership); when set, its contents
+    /// replace `next_hops` in every worker and the cache thread as soon as they change.
+    pub live_hops: Option<Arc<LiveHops>>,
+}
+
+/// The next-hop table as membership updates it. Workers read the version (one atomic load per
+/// poll turn) and copy the table only when it moved, so the hot path stays lock-free.
+#[derive(Debug, Default)]
+pub struct LiveHops {
+    version: AtomicU64,
+    hops: Mutex<HashMap<u16, SocketAddr>>,
+}
+
+impl LiveHops {
+    /// Replaces the table; a no-op when nothing changed.
+    pub fn set(&self, hops: HashMap<u16, SocketAddr>) {
+        let mut cur = self.hops.lock().unwrap();
+        if *cur != hops {
+            *cur = hops;
+            self.version.fetch_add(1, Ordering::Release);
+        }
+    }
+
+    pub fn get(&self) -> HashMap<u16, SocketAddr> {
+        self.hops.lock().unwrap().clone()
+    }
+
+    /// Copies the table into `cfg` if it changed since `seen`; true when it did.
+    pub(crate) fn refresh(&self, seen: &mut u64, next_hops: &mut HashMap<u16, SocketAddr>) -> bool {
+        let v = self.version.load(Ordering::Acquire);
+        if v == *seen {
+            return false;
+        }
+        *next_hops = self.get();
+        *seen = v;
+        true
+    }
 }
 
 impl RelayConfig {
@@ -93,6 +130,7 @@ impl RelayConfig {
             max_flows: 100_000,
             learn_outbound: true,
             cache: None,
+            live_hops: None,
         }
     }
 

@@ -59,6 +59,8 @@ pub(super) struct Worker {
     /// Outbound learning runs until then: after that every live flow has been seen by now.
     learn_until: Instant,
     refresh_buf: Vec<(SocketAddr, u16, SocketAddr)>,
+    /// The [`super::LiveHops`] version copied into `cfg.next_hops`.
+    hops_seen: u64,
 }
 
 impl Worker {
@@ -79,6 +81,7 @@ impl Worker {
             stop: p.stop,
             wake: p.wake,
             refresh_buf: Vec::new(),
+            hops_seen: 0,
         }
     }
 
@@ -93,6 +96,11 @@ impl Worker {
         let mut to_public = SendQueue::new();
         let mut last_housekeeping = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
+            if let Some(live) = &self.cfg.live_hops
+                && live.refresh(&mut self.hops_seen, &mut self.cfg.next_hops)
+            {
+                self.hop_ids = self.cfg.next_hop_addrs();
+            }
             let (public_ready, link_ready) = poll_sockets(public_fd, link_fd, self.wake, TICK_MS);
             if public_ready {
                 for _ in 0..MAX_BATCHES_PER_TURN {

@@ -23,7 +23,8 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tower_http::cors::{Any, CorsLayer};
 
-use crate::transceiver::{CallError, TransceiverHandle};
+use crate::control::TransceiverControl;
+use crate::transceiver::CallError;
 
 /// Offers from browsers are a few KB; anything near this is not an offer.
 pub const MAX_OFFER_BYTES: usize = 64 * 1024;
@@ -34,7 +35,23 @@ pub struct ClusterView {
     pub id: u16,
     /// The address put in answers' candidate (the cluster relay, or the global relay).
     pub media_addr: SocketAddr,
-    pub transceivers: Vec<TransceiverHandle>,
+    pub transceivers: Vec<Arc<dyn TransceiverControl>>,
+}
+
+/// Where signaling learns which transceivers exist: a fixed list in the all-in-one process,
+/// Redis membership with the roles split ([`crate::membership::RedisDirectory`]).
+pub trait Directory: Send + Sync {
+    /// The clusters and their live, placeable transceivers, now.
+    fn clusters(&self) -> Arc<Vec<ClusterView>>;
+}
+
+/// The all-in-one's directory: the transceivers it started, for its whole life.
+pub struct StaticDirectory(pub Arc<Vec<ClusterView>>);
+
+impl Directory for StaticDirectory {
+    fn clusters(&self) -> Arc<Vec<ClusterView>> {
+        self.0.clone()
+    }
 }
 
 type StatsFn = Arc<dyn Fn() -> Value + Send + Sync>;
@@ -44,7 +61,7 @@ pub type AdminAction = Arc<dyn Fn(&str) -> Result<Value, String> + Send + Sync>;
 
 #[derive(Clone)]
 pub struct Signaling {
-    clusters: Arc<Vec<ClusterView>>,
+    directory: Arc<dyn Directory>,
     /// Makes pick-and-reserve atomic across concurrent offers.
     placement: Arc<Mutex<()>>,
     stats: StatsFn,
@@ -54,8 +71,12 @@ pub struct Signaling {
 
 impl Signaling {
     pub fn new(clusters: Vec<ClusterView>, stats: StatsFn) -> Self {
+        Self::with_directory(Arc::new(StaticDirectory(Arc::new(clusters))), stats)
+    }
+
+    pub fn with_directory(directory: Arc<dyn Directory>, stats: StatsFn) -> Self {
         Signaling {
-            clusters: Arc::new(clusters),
+            directory,
             placement: Arc::new(Mutex::new(())),
             stats,
             admin: None,
@@ -300,20 +321,23 @@ async fn create_call(
 }
 
 impl Signaling {
-    fn place(&self, cluster: Option<u16>) -> Result<(TransceiverHandle, SocketAddr), ApiError> {
+    fn place(
+        &self,
+        cluster: Option<u16>,
+    ) -> Result<(Arc<dyn TransceiverControl>, SocketAddr), ApiError> {
+        let clusters = self.directory.clusters();
         let _guard = self.placement.lock().unwrap();
-        let candidates: Vec<&ClusterView> = self
-            .clusters
+        let candidates: Vec<&ClusterView> = clusters
             .iter()
             .filter(|c| cluster.is_none_or(|id| c.id == id))
             .collect();
         if candidates.is_empty() {
-            return Err(ApiError::invalid(
-                "unknown_cluster",
-                format!("no cluster {cluster:?}"),
-            ));
+            return Err(match cluster {
+                Some(id) => ApiError::invalid("unknown_cluster", format!("no cluster {id}")),
+                None => ApiError::unavailable("no transceiver is registered"),
+            });
         }
-        let mut best: Option<(&ClusterView, &TransceiverHandle)> = None;
+        let mut best: Option<(&ClusterView, &Arc<dyn TransceiverControl>)> = None;
         for c in candidates {
             if let Some(t) = placement::pick(&c.transceivers)
                 && best.is_none_or(|(_, b)| t.load() < b.load())
@@ -333,7 +357,7 @@ async fn hangup(
     Path(id): Path<String>,
 ) -> Result<Response, ApiError> {
     let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
-    if t.hangup(id.clone()).await {
+    if t.hangup(id.clone()).await.map_err(call_error)? {
         Ok(StatusCode::OK.into_response())
     } else {
         Err(call_not_found(&id))
@@ -378,20 +402,21 @@ fn call_not_found(id: &str) -> ApiError {
 fn call_error(e: CallError) -> ApiError {
     match e {
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
-        CallError::Unavailable(_) => ApiError::unavailable(e.to_string()),
+        CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),
     }
 }
 
 impl Signaling {
     /// The transceiver a call id names (the id encodes cluster and transceiver).
-    fn transceiver_of(&self, call_id: &str) -> Option<TransceiverHandle> {
+    fn transceiver_of(&self, call_id: &str) -> Option<Arc<dyn TransceiverControl>> {
         let place = crate::transceiver::call_id::decode(call_id)?;
-        self.clusters
+        self.directory
+            .clusters()
             .iter()
             .find(|c| c.id == place.cluster)?
             .transceivers
             .iter()
-            .find(|t| t.id == place.transceiver)
+            .find(|t| t.id() == place.transceiver)
             .cloned()
     }
 }
@@ -399,13 +424,10 @@ impl Signaling {
 async fn admin_stats(State(sig): State<Signaling>) -> Json<Value> {
     let mut v = (sig.stats)();
     let transceivers: Vec<Value> = sig
-        .clusters
+        .directory
+        .clusters()
         .iter()
-        .flat_map(|c| {
-            c.transceivers.iter().map(move |t| {
-                json!({"cluster": c.id, "id": t.id, "addr": t.addr, "workers": t.workers(), "live_calls": t.live_calls(), "draining": t.is_draining()})
-            })
-        })
+        .flat_map(|c| c.transceivers.iter().map(|t| t.describe()))
         .collect();
     v["transceivers"] = Value::Array(transceivers);
     Json(v)
@@ -413,12 +435,18 @@ async fn admin_stats(State(sig): State<Signaling>) -> Json<Value> {
 
 async fn admin_calls(State(sig): State<Signaling>) -> Json<Value> {
     let mut all = vec![];
-    for c in sig.clusters.iter() {
+    let mut unreachable = vec![];
+    for c in sig.directory.clusters().iter() {
         for t in &c.transceivers {
-            all.extend(t.list_calls().await);
+            match t.list_calls().await {
+                Ok(calls) => all.extend(calls),
+                Err(e) => {
+                    unreachable.push(json!({"cluster": c.id, "id": t.id(), "error": e.to_string()}))
+                }
+            }
         }
     }
-    Json(json!({"calls": all}))
+    Json(json!({"calls": all, "unreachable": unreachable}))
 }
 
 async fn admin_action(

@@ -4,11 +4,13 @@
 //! new calls while its live ones finish; ties go to the lowest id, which keeps tests and logs
 //! predictable.
 
-use crate::transceiver::TransceiverHandle;
+use std::sync::Arc;
 
-pub fn pick(transceivers: &[TransceiverHandle]) -> Option<&TransceiverHandle> {
+use crate::control::TransceiverControl;
+
+pub fn pick(transceivers: &[Arc<dyn TransceiverControl>]) -> Option<&Arc<dyn TransceiverControl>> {
     transceivers
         .iter()
         .filter(|t| !t.is_draining())
-        .min_by_key(|t| (t.load(), t.id))
+        .min_by_key(|t| (t.load(), t.id()))
 }

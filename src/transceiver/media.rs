@@ -34,7 +34,7 @@ pub struct TtsRequest {
 }
 
 /// Latencies measured at the server, per call (the last occurrence of each).
-#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+#[derive(Debug, Default, Clone, Copy, serde::Serialize, serde::Deserialize)]
 pub struct VoiceTimings {
     /// Caller's speech onset (arrival of the packet holding it) → last outgoing audio packet
     /// of the interrupted response.

@@ -135,7 +135,7 @@ pub struct CreatedCall {
 }
 
 /// A live call as the admin endpoint lists it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct CallInfo {
     pub call_id: String,
     pub cluster: u16,
@@ -220,6 +220,9 @@ pub enum CallError {
     Answer(#[from] AnswerError),
     #[error("transceiver {0} is not running")]
     Unavailable(u16),
+    /// The control API failed on the way (network, a bad reply): the split roles only.
+    #[error("control API: {0}")]
+    Control(String),
 }
 
 /// Decrements a pending count however the call setup ends.

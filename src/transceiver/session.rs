@@ -27,7 +27,7 @@ use crate::realtime::Conversation;
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionState {
     /// Answer sent, waiting for ICE and DTLS.
@@ -37,7 +37,7 @@ pub enum SessionState {
     Closed,
 }
 
-#[derive(Debug, Default, Clone, Copy, Serialize)]
+#[derive(Debug, Default, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct SessionCounters {
     pub packets_in: u64,
     pub bytes_in: u64,

@@ -1,0 +1,222 @@
+//! Signaling's side of the control API: a transceiver in another process, reached over HTTP.
+
+use std::net::SocketAddr;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::TransceiverControl;
+use super::wire::{self, PREFIX};
+use crate::transceiver::{CallError, CallInfo, CreatedCall};
+
+/// Answering an offer takes milliseconds; a control call this slow means the transceiver is
+/// stuck or gone, and the client is better off with a 503 now than a hang.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the transceiver last reported through membership (see [`crate::membership`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Reported {
+    pub load: usize,
+    pub draining: bool,
+}
+
+pub struct RemoteTransceiver {
+    cluster: u16,
+    id: u16,
+    control: SocketAddr,
+    authorization: String,
+    http: Client<HttpConnector, Full<Bytes>>,
+    reported: Mutex<Reported>,
+    /// Placed here by this signaling process and not answered yet: membership reports lag by
+    /// up to a heartbeat, and a burst of offers must still spread.
+    pending: AtomicUsize,
+}
+
+impl RemoteTransceiver {
+    pub fn new(cluster: u16, id: u16, control: SocketAddr, secret: &str) -> Self {
+        let mut connector = HttpConnector::new();
+        connector.set_nodelay(true);
+        connector.set_connect_timeout(Some(Duration::from_secs(2)));
+        RemoteTransceiver {
+            cluster,
+            id,
+            control,
+            authorization: format!("Bearer {secret}"),
+            http: Client::builder(TokioExecutor::new())
+                .pool_idle_timeout(Duration::from_secs(30))
+                .build(connector),
+            reported: Mutex::new(Reported::default()),
+            pending: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn control_addr(&self) -> SocketAddr {
+        self.control
+    }
+
+    /// A heartbeat's news: load and draining as the transceiver sees them.
+    pub fn update(&self, r: Reported) {
+        *self.reported.lock().unwrap() = r;
+    }
+
+    async fn request<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: hyper::Method,
+        path: &str,
+        body: Option<&B>,
+    ) -> Result<(u16, Option<T>), CallError> {
+        let body = match body {
+            Some(b) => Bytes::from(serde_json::to_vec(b).map_err(|e| self.failed(e))?),
+            None => Bytes::new(),
+        };
+        let req = hyper::Request::builder()
+            .method(method)
+            .uri(format!("http://{}{PREFIX}{path}", self.control))
+            .header(hyper::header::AUTHORIZATION, &self.authorization)
+            .header(hyper::header::CONTENT_TYPE, "application/json")
+            .body(Full::new(body))
+            .map_err(|e| self.failed(e))?;
+        let resp = tokio::time::timeout(TIMEOUT, self.http.request(req))
+            .await
+            .map_err(|_| self.failed(format!("no reply within {TIMEOUT:?}")))?
+            .map_err(|e| self.failed(e))?;
+        let status = resp.status().as_u16();
+        let bytes = tokio::time::timeout(TIMEOUT, resp.into_body().collect())
+            .await
+            .map_err(|_| self.failed("body timed out"))?
+            .map_err(|e| self.failed(e))?
+            .to_bytes();
+        match status {
+            200..=299 if bytes.is_empty() => Ok((status, None)),
+            200..=299 => serde_json::from_slice(&bytes)
+                .map(|v| (status, Some(v)))
+                .map_err(|e| self.failed(format!("bad reply: {e}"))),
+            404 => Ok((404, None)),
+            _ => Err(wire::call_error(
+                self.id,
+                status,
+                &String::from_utf8_lossy(&bytes),
+            )),
+        }
+    }
+
+    fn failed(&self, e: impl std::fmt::Display) -> CallError {
+        CallError::Control(format!("transceiver {} at {}: {e}", self.id, self.control))
+    }
+}
+
+/// Decrements the pending count however the call setup ends.
+struct Pending<'a>(&'a AtomicUsize);
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+#[async_trait::async_trait]
+impl TransceiverControl for RemoteTransceiver {
+    fn cluster(&self) -> u16 {
+        self.cluster
+    }
+
+    fn id(&self) -> u16 {
+        self.id
+    }
+
+    fn load(&self) -> usize {
+        self.reported.lock().unwrap().load + self.pending.load(Ordering::Relaxed)
+    }
+
+    fn is_draining(&self) -> bool {
+        self.reported.lock().unwrap().draining
+    }
+
+    fn reserve(&self) {
+        self.pending.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn describe(&self) -> Value {
+        let r = *self.reported.lock().unwrap();
+        json!({"cluster": self.cluster, "id": self.id, "control": self.control,
+               "reported_load": r.load, "pending": self.pending.load(Ordering::Relaxed),
+               "draining": r.draining, "where": "remote"})
+    }
+
+    async fn create_call(
+        &self,
+        offer_sdp: String,
+        model: String,
+    ) -> Result<CreatedCall, CallError> {
+        let _pending = Pending(&self.pending);
+        let (status, created) = self
+            .request::<_, wire::Created>(
+                hyper::Method::POST,
+                "/calls",
+                Some(&wire::CreateCall { offer_sdp, model }),
+            )
+            .await?;
+        created
+            .map(CreatedCall::from)
+            .ok_or_else(|| self.failed(format!("status {status} without a call")))
+    }
+
+    async fn hangup(&self, call_id: String) -> Result<bool, CallError> {
+        let (_, ended) = self
+            .request::<(), wire::Ended>(
+                hyper::Method::POST,
+                &format!("/calls/{}/hangup", urlencode(&call_id)),
+                None,
+            )
+            .await?;
+        Ok(ended.is_some_and(|e| e.ended))
+    }
+
+    async fn renegotiate(
+        &self,
+        call_id: String,
+        offer_sdp: String,
+    ) -> Result<Option<String>, CallError> {
+        let (_, answer) = self
+            .request::<_, wire::Answer>(
+                hyper::Method::PATCH,
+                &format!("/calls/{}", urlencode(&call_id)),
+                Some(&wire::Offer { offer_sdp }),
+            )
+            .await?;
+        Ok(answer.map(|a| a.answer_sdp))
+    }
+
+    async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError> {
+        let (_, calls) = self
+            .request::<(), wire::Calls>(hyper::Method::GET, "/calls", None)
+            .await?;
+        Ok(calls.map(|c| c.calls).unwrap_or_default())
+    }
+
+    async fn drain(&self) -> Result<(), CallError> {
+        self.request::<(), Value>(hyper::Method::POST, "/drain", None)
+            .await
+            .map(|_| ())
+    }
+}
+
+/// Call ids are `rtc_` plus URL-safe characters; anything else is escaped rather than trusted.
+fn urlencode(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}

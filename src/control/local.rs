@@ -1,0 +1,65 @@
+//! The in-process side: the all-in-one process (and a transceiver role's control listener) call
+//! the transceiver's handle directly.
+
+use serde_json::{Value, json};
+
+use super::TransceiverControl;
+use crate::transceiver::{CallError, CallInfo, CreatedCall, TransceiverHandle};
+
+#[async_trait::async_trait]
+impl TransceiverControl for TransceiverHandle {
+    fn cluster(&self) -> u16 {
+        self.cluster
+    }
+
+    fn id(&self) -> u16 {
+        self.id
+    }
+
+    fn load(&self) -> usize {
+        TransceiverHandle::load(self)
+    }
+
+    fn is_draining(&self) -> bool {
+        TransceiverHandle::is_draining(self)
+    }
+
+    fn reserve(&self) {
+        TransceiverHandle::reserve(self)
+    }
+
+    fn describe(&self) -> Value {
+        json!({"cluster": self.cluster, "id": self.id, "addr": self.addr, "workers": self.workers(),
+               "live_calls": self.live_calls(), "draining": TransceiverHandle::is_draining(self),
+               "where": "in-process"})
+    }
+
+    async fn create_call(
+        &self,
+        offer_sdp: String,
+        model: String,
+    ) -> Result<CreatedCall, CallError> {
+        TransceiverHandle::create_call(self, offer_sdp, model).await
+    }
+
+    async fn hangup(&self, call_id: String) -> Result<bool, CallError> {
+        Ok(TransceiverHandle::hangup(self, call_id).await)
+    }
+
+    async fn renegotiate(
+        &self,
+        call_id: String,
+        offer_sdp: String,
+    ) -> Result<Option<String>, CallError> {
+        TransceiverHandle::renegotiate(self, call_id, offer_sdp).await
+    }
+
+    async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError> {
+        Ok(TransceiverHandle::list_calls(self).await)
+    }
+
+    async fn drain(&self) -> Result<(), CallError> {
+        TransceiverHandle::drain(self);
+        Ok(())
+    }
+}

@@ -1,0 +1,81 @@
+//! The control API between signaling and transceivers: create a call from an offer, renegotiate,
+//! hang up, list, drain, load.
+//!
+//! Signaling sees every transceiver through [`TransceiverControl`]. In the all-in-one process
+//! that is the in-process [`TransceiverHandle`] (a function call and a channel to the worker);
+//! with the roles split it is a [`RemoteTransceiver`], which speaks the same operations as JSON
+//! over HTTP to the transceiver's control listener ([`server`]), authenticated with the cluster
+//! secret. One trait, two implementations, so placement and the Realtime HTTP flow are the same
+//! code in both shapes.
+
+pub mod client;
+mod local;
+pub mod server;
+mod wire;
+
+pub use client::RemoteTransceiver;
+
+use serde_json::Value;
+
+use crate::transceiver::{CallError, CallInfo, CreatedCall};
+
+/// What signaling can ask of one transceiver, wherever it runs.
+#[async_trait::async_trait]
+pub trait TransceiverControl: Send + Sync {
+    fn cluster(&self) -> u16;
+    fn id(&self) -> u16;
+    /// Live calls plus calls being set up: what placement balances on.
+    fn load(&self) -> usize;
+    fn is_draining(&self) -> bool;
+    /// Counts a call as placed here until its [`TransceiverControl::create_call`] returns, so
+    /// concurrent placements spread instead of all picking the same idle transceiver.
+    fn reserve(&self);
+    /// A summary for `/admin/stats`.
+    fn describe(&self) -> Value;
+
+    /// Answers `offer_sdp` with a new call on this transceiver.
+    async fn create_call(&self, offer_sdp: String, model: String)
+    -> Result<CreatedCall, CallError>;
+    /// Ends a call; `Ok(false)` when this transceiver does not know it.
+    async fn hangup(&self, call_id: String) -> Result<bool, CallError>;
+    /// A new offer on a live call (ICE restart); `Ok(None)` when the call is not here.
+    async fn renegotiate(
+        &self,
+        call_id: String,
+        offer_sdp: String,
+    ) -> Result<Option<String>, CallError>;
+    async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError>;
+    /// Stops taking new calls; live ones continue until they end.
+    async fn drain(&self) -> Result<(), CallError>;
+}
+
+/// Compares a presented secret with the expected one in time independent of where they differ,
+/// so the comparison leaks nothing about the secret.
+pub fn secret_matches(presented: &[u8], expected: &[u8]) -> bool {
+    use hmac::Mac;
+    // HMAC both under a per-process key and compare the tags with the MAC's constant-time check:
+    // equal-length tags, whatever the inputs' lengths.
+    let key: [u8; 32] = *PROCESS_KEY;
+    let tag = |m: &[u8]| {
+        let mut h = hmac::Hmac::<sha2::Sha256>::new_from_slice(&key).expect("any key length");
+        h.update(m);
+        h
+    };
+    let expected_tag = tag(expected).finalize().into_bytes();
+    tag(presented).verify_slice(&expected_tag).is_ok()
+}
+
+static PROCESS_KEY: std::sync::LazyLock<[u8; 32]> = std::sync::LazyLock::new(rand::random);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_compare_by_value() {
+        assert!(secret_matches(b"s3cret", b"s3cret"));
+        assert!(!secret_matches(b"s3cret", b"s3cres"));
+        assert!(!secret_matches(b"", b"s3cret"));
+        assert!(!secret_matches(b"s3cret-and-more", b"s3cret"));
+    }
+}

@@ -1,0 +1,99 @@
+//! `voice-edge signaling`: the Realtime HTTP API and the demo page as their own process,
+//! placing calls on whatever transceivers Redis membership lists, through the control API.
+//!
+//! Admin endpoints get their own listener (loopback by default): the public one is published
+//! to the world in a deployment, and `/admin` is for the operator.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::json;
+
+use crate::membership::RedisDirectory;
+use crate::signaling::{Signaling, keys::Keys};
+
+#[derive(Debug, Clone)]
+pub struct SignalingRoleConfig {
+    pub http: SocketAddr,
+    /// `/admin/*` (and everything else); `None` serves no admin endpoints.
+    pub admin: Option<SocketAddr>,
+    pub redis_url: String,
+    pub cluster_secret: String,
+    pub require_keys: bool,
+    pub api_keys: Vec<String>,
+    /// How often membership is read.
+    pub refresh: Duration,
+}
+
+pub struct RunningSignaling {
+    pub http_addr: SocketAddr,
+    pub admin_addr: Option<SocketAddr>,
+    pub directory: Arc<RedisDirectory>,
+    servers: Vec<tokio::task::JoinHandle<()>>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling> {
+    let directory = {
+        let (url, secret, every) = (
+            cfg.redis_url.clone(),
+            cfg.cluster_secret.clone(),
+            cfg.refresh,
+        );
+        tokio::task::spawn_blocking(move || RedisDirectory::start(&url, &secret, every)).await??
+    };
+    let redis = crate::cache::redact_redis_url(&cfg.redis_url);
+    let stats = Arc::new(move || json!({"role": "signaling", "membership": {"redis": redis}}));
+    let signaling = Signaling::with_directory(directory.clone(), stats)
+        .with_keys(Keys::new(cfg.require_keys, cfg.api_keys.clone()));
+    let (shutdown, rx) = tokio::sync::watch::channel(false);
+    let mut servers = vec![];
+    let serve = |listener: tokio::net::TcpListener, router: axum::Router| {
+        let mut rx = rx.clone();
+        tokio::spawn(async move {
+            let r = axum::serve(listener, router)
+                .with_graceful_shutdown(async move {
+                    let _ = rx.wait_for(|v| *v).await;
+                })
+                .await;
+            if let Err(e) = r {
+                log::error!("http server: {e}");
+            }
+        })
+    };
+    let public = tokio::net::TcpListener::bind(cfg.http)
+        .await
+        .with_context(|| format!("binding HTTP on {}", cfg.http))?;
+    let http_addr = public.local_addr()?;
+    servers.push(serve(public, signaling.clone().router_without_admin()));
+    let admin_addr = match cfg.admin {
+        Some(a) => {
+            let l = tokio::net::TcpListener::bind(a)
+                .await
+                .with_context(|| format!("binding the admin listener on {a}"))?;
+            let addr = l.local_addr()?;
+            servers.push(serve(l, signaling.router()));
+            Some(addr)
+        }
+        None => None,
+    };
+    Ok(RunningSignaling {
+        http_addr,
+        admin_addr,
+        directory,
+        servers,
+        shutdown,
+    })
+}
+
+impl RunningSignaling {
+    pub async fn stop(self) {
+        let _ = self.shutdown.send(true);
+        for s in self.servers {
+            let _ = s.await;
+        }
+        self.directory.stop();
+    }
+}

@@ -1,0 +1,172 @@
+//! `voice-edge transceiver`: one transceiver as its own process. It answers offers that
+//! signaling relays through the control API, registers in Redis so signaling places calls on it
+//! and relays forward to it, and drains on SIGTERM.
+
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::control::{self, TransceiverControl};
+use crate::membership::{MemberRecord, Registration, registry};
+use crate::routing::RouteKeys;
+use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
+
+#[derive(Debug, Clone)]
+pub struct TransceiverRoleConfig {
+    pub cluster: u16,
+    /// `None`: claim the lowest free id of the cluster in Redis.
+    pub id: Option<u16>,
+    /// Worker 0's socket; worker `w` binds the next port up. Relays forward here.
+    pub bind: SocketAddr,
+    pub workers: u8,
+    /// The candidate answers name: the relay as clients reach it.
+    pub media: SocketAddr,
+    /// The control API listener.
+    pub control: SocketAddr,
+    /// The address relays and signaling reach this process at (registered in Redis).
+    pub host: IpAddr,
+    pub redis_url: String,
+    pub cluster_secret: String,
+    pub route_keys: RouteKeys,
+    pub lifecycle: Lifecycle,
+    pub heartbeat: Duration,
+    pub ttl: Duration,
+}
+
+pub struct RunningTransceiver {
+    pub handle: TransceiverHandle,
+    pub record: MemberRecord,
+    pub control_addr: SocketAddr,
+    registration: Option<Registration>,
+    threads: Vec<JoinHandle<()>>,
+    control: tokio::task::JoinHandle<()>,
+}
+
+/// Claims an id, starts the workers and the control listener, and starts heartbeating. Must run
+/// inside a tokio runtime.
+pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTransceiver> {
+    anyhow::ensure!(
+        !cfg.media.ip().is_unspecified(),
+        "the media address answers name must be one clients reach, not {}",
+        cfg.media
+    );
+    anyhow::ensure!(
+        !cfg.host.is_unspecified(),
+        "--host must be an address relays and signaling reach, not {}",
+        cfg.host
+    );
+    anyhow::ensure!(
+        cfg.bind.port() != 0 && cfg.control.port() != 0,
+        "the transceiver's ports are registered in Redis, so they must be given (not 0)"
+    );
+    let control_listener = tokio::net::TcpListener::bind(cfg.control)
+        .await
+        .with_context(|| format!("binding the control API on {}", cfg.control))?;
+    let control_addr = SocketAddr::new(cfg.host, control_listener.local_addr()?.port());
+    let record = MemberRecord {
+        cluster: cfg.cluster,
+        id: cfg.id.unwrap_or(0),
+        instance: hex::encode(rand::random::<[u8; 8]>()),
+        control: control_addr,
+        link: SocketAddr::new(cfg.host, cfg.bind.port()),
+        workers: cfg.workers,
+        media: cfg.media,
+        load: 0,
+        draining: false,
+    };
+    // The id first: it goes into every ufrag and call id this transceiver makes.
+    let id = {
+        let (url, rec, wanted, ttl) = (cfg.redis_url.clone(), record.clone(), cfg.id, cfg.ttl);
+        tokio::task::spawn_blocking(move || {
+            registry::connect(&url).and_then(|mut c| registry::claim(&mut c, &rec, wanted, ttl))
+        })
+        .await??
+    };
+    let (handle, threads) = transceiver::spawn(TransceiverConfig {
+        cluster: cfg.cluster,
+        id,
+        bind: cfg.bind,
+        candidate: AnswerCandidate::Relay(cfg.media),
+        route_keys: cfg.route_keys.clone(),
+        lifecycle: cfg.lifecycle,
+        workers: cfg.workers,
+    })?;
+    let registration = {
+        let (url, rec, ttl, every) = (
+            cfg.redis_url.clone(),
+            MemberRecord { id, ..record },
+            cfg.ttl,
+            cfg.heartbeat,
+        );
+        let h = handle.clone();
+        tokio::task::spawn_blocking(move || {
+            Registration::start(&url, rec, Some(id), ttl, every, move || {
+                (h.load(), h.is_draining())
+            })
+        })
+        .await??
+    };
+    let router = control::server::router(
+        Arc::new(handle.clone()) as Arc<dyn TransceiverControl>,
+        &cfg.cluster_secret,
+    );
+    let control = tokio::spawn(async move {
+        if let Err(e) = axum::serve(control_listener, router).await {
+            log::error!("control API: {e}");
+        }
+    });
+    log::info!(
+        "transceiver {}.{id}: link {} (workers {}), control {control_addr}, answers name {}",
+        cfg.cluster,
+        registration.record.link,
+        cfg.workers,
+        cfg.media
+    );
+    Ok(RunningTransceiver {
+        handle,
+        record: registration.record.clone(),
+        control_addr,
+        registration: Some(registration),
+        threads,
+        control,
+    })
+}
+
+impl RunningTransceiver {
+    /// SIGTERM: stop taking calls (the next heartbeat tells signaling), let live ones finish
+    /// until `deadline`, then leave. Returns the calls still live at the deadline.
+    pub async fn drain(&self, deadline: Duration) -> usize {
+        self.handle.drain();
+        let until = tokio::time::Instant::now() + deadline;
+        while self.handle.live_calls() > 0 && tokio::time::Instant::now() < until {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.handle.live_calls()
+    }
+
+    /// Stops heartbeating without leaving, as a crash would (the record expires after its TTL).
+    pub fn stop_heartbeat(&mut self) {
+        if let Some(r) = self.registration.take() {
+            r.abandon();
+        }
+    }
+
+    /// Leaves membership, ends every call and stops.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.registration.take() {
+            let _ = tokio::task::spawn_blocking(move || r.leave()).await;
+        }
+        self.control.abort();
+        self.handle.stop();
+        let threads = std::mem::take(&mut self.threads);
+        let _ = tokio::task::spawn_blocking(move || {
+            for t in threads {
+                let _ = t.join();
+            }
+        })
+        .await;
+    }
+}

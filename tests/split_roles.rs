@@ -1,0 +1,255 @@
+//! The roles split as a deployment runs them: signaling, a relay and two transceivers that know
+//! each other only through a real Redis (membership) and the control API (HTTP with the cluster
+//! secret). Real WebRTC clients call through signaling and the relay and get their audio back;
+//! placement spreads calls, follows draining, and drops a transceiver that stops heartbeating.
+//! (The same roles as separate processes on separate network hosts: tests/multi_host.rs.)
+
+mod common;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use common::{Client, RedisServer, http_get};
+use voice_edge::membership::registry;
+use voice_edge::relay::{self, LiveHops, RelayConfig};
+use voice_edge::roles::signaling::{self, RunningSignaling, SignalingRoleConfig};
+use voice_edge::roles::transceiver::{self, RunningTransceiver, TransceiverRoleConfig};
+use voice_edge::routing::RouteKeys;
+
+const SECRET: &str = "cluster-secret-for-tests";
+const ROUTE_SECRET: &str = "00112233445566778899aabbccddeeff";
+
+fn free_udp_base(workers: u16) -> u16 {
+    // A run of free ports for a transceiver's workers.
+    loop {
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let base = s.local_addr().unwrap().port();
+        if base > 60000 {
+            continue;
+        }
+        if (1..workers).all(|w| std::net::UdpSocket::bind(("127.0.0.1", base + w)).is_ok()) {
+            return base;
+        }
+    }
+}
+
+fn free_tcp() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+struct Cluster {
+    _redis: RedisServer,
+    redis_url: String,
+    relay: relay::RelayHandle,
+    stop_follow: Arc<AtomicBool>,
+    transceivers: Vec<RunningTransceiver>,
+    signaling: RunningSignaling,
+}
+
+async fn start_transceiver(redis_url: &str, media: SocketAddr) -> RunningTransceiver {
+    let base = free_udp_base(2);
+    transceiver::start(TransceiverRoleConfig {
+        cluster: 0,
+        id: None,
+        bind: format!("127.0.0.1:{base}").parse().unwrap(),
+        workers: 2,
+        media,
+        control: format!("127.0.0.1:{}", free_tcp()).parse().unwrap(),
+        host: "127.0.0.1".parse().unwrap(),
+        redis_url: redis_url.to_owned(),
+        cluster_secret: SECRET.into(),
+        route_keys: RouteKeys::from_hex(0, ROUTE_SECRET).unwrap(),
+        lifecycle: Default::default(),
+        heartbeat: Duration::from_millis(200),
+        ttl: Duration::from_millis(1000),
+    })
+    .await
+    .expect("start transceiver role")
+}
+
+async fn start_cluster() -> Cluster {
+    let _ = env_logger::builder().is_test(true).try_init();
+    let redis = RedisServer::start();
+    let redis_url = format!("redis://{}", redis.addr);
+    // The relay first: its public address is what transceivers advertise.
+    let hops = Arc::new(LiveHops::default());
+    let mut rc = RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        voice_edge::membership::ClusterMembers::new(0).with_workers(2),
+        RouteKeys::from_hex(0, ROUTE_SECRET).unwrap(),
+    );
+    rc.link = "127.0.0.1:0".parse().unwrap();
+    rc.live_hops = Some(hops.clone());
+    let relay = relay::spawn(rc).unwrap();
+    let stop_follow = Arc::new(AtomicBool::new(false));
+    registry::follow(
+        redis_url.clone(),
+        0,
+        hops.clone(),
+        Duration::from_millis(100),
+        stop_follow.clone(),
+    )
+    .unwrap();
+    let transceivers = vec![
+        start_transceiver(&redis_url, relay.public_addr).await,
+        start_transceiver(&redis_url, relay.public_addr).await,
+    ];
+    let signaling = signaling::start(SignalingRoleConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        admin: Some("127.0.0.1:0".parse().unwrap()),
+        redis_url: redis_url.clone(),
+        cluster_secret: SECRET.into(),
+        require_keys: false,
+        api_keys: vec![],
+        refresh: Duration::from_millis(100),
+    })
+    .await
+    .expect("start signaling role");
+    // Until the relay has read both members, a call could be placed on one it does not know.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while hops.get().len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "relay never saw both members"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Cluster {
+        _redis: redis,
+        redis_url,
+        relay,
+        stop_follow,
+        transceivers,
+        signaling,
+    }
+}
+
+impl Cluster {
+    async fn stop(self) {
+        self.signaling.stop().await;
+        for t in self.transceivers {
+            t.stop().await;
+        }
+        self.stop_follow
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.relay.stop();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
+    let cluster = start_cluster().await;
+    let ids: Vec<u16> = cluster.transceivers.iter().map(|t| t.record.id).collect();
+    assert_eq!(ids, vec![1, 2], "replicas claim distinct ids from Redis");
+
+    let http = cluster.signaling.http_addr;
+    let (mut a, mut b) = tokio::join!(
+        Client::call(http, "/v1/realtime/calls?model=loopback"),
+        Client::call(http, "/v1/realtime/calls?model=loopback")
+    );
+    let ta = a.response.headers["x-voice-edge-transceiver"].clone();
+    let tb = b.response.headers["x-voice-edge-transceiver"].clone();
+    assert_ne!(ta, tb, "both calls were placed on transceiver {ta}");
+    assert_eq!(
+        a.response.headers["x-voice-edge-media"],
+        cluster.relay.public_addr.to_string(),
+        "answers name the relay"
+    );
+    tokio::join!(
+        a.wait_connected(Duration::from_secs(10)),
+        b.wait_connected(Duration::from_secs(10))
+    );
+    let (ga, gb) = tokio::join!(a.echo_round(0xD1, 30), b.echo_round(0xD2, 30));
+    assert!(ga >= 27 && gb >= 27, "echo a={ga}/30 b={gb}/30");
+    assert_eq!(cluster.relay.counters().flows_created, 2);
+
+    // Admin is on its own listener, not the public one; it lists calls across the control API.
+    let public = http_get(http, "/admin/calls").await;
+    assert_eq!(
+        public.status, 404,
+        "admin must not be on the public listener"
+    );
+    let admin = http_get(cluster.signaling.admin_addr.unwrap(), "/admin/calls").await;
+    assert_eq!(admin.status, 200);
+    let calls: serde_json::Value = serde_json::from_str(&admin.body).unwrap();
+    assert_eq!(
+        calls["calls"].as_array().unwrap().len(),
+        2,
+        "{}",
+        admin.body
+    );
+
+    // Hang-up crosses the control API to the owning transceiver.
+    let location = a.response.headers["location"].clone();
+    let r = common::http_post(http, &format!("{location}/hangup"), "application/json", b"").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    a.wait_told_closed(Duration::from_secs(3)).await;
+    b.pc.close().await.unwrap();
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn draining_and_silent_transceivers_leave_placement() {
+    let mut cluster = start_cluster().await;
+    let http = cluster.signaling.http_addr;
+
+    // Draining: the heartbeat carries it to signaling; new calls go to the other one.
+    cluster.transceivers[0].handle.drain();
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for _ in 0..3 {
+        let c = Client::call(http, "/v1/realtime/calls?model=loopback").await;
+        assert_eq!(c.response.headers["x-voice-edge-transceiver"], "2");
+        c.pc.close().await.unwrap();
+    }
+
+    // Silence: transceiver 2 stops heartbeating (a crash); within its TTL plus a refresh it is
+    // out of placement, and with 1 draining nothing is left: 503, not a hang.
+    cluster.transceivers[1].stop_heartbeat();
+    let gone = std::time::Instant::now();
+    let deadline = gone + Duration::from_secs(5);
+    loop {
+        let r = common::http_post(
+            http,
+            "/v1/realtime/calls",
+            "application/sdp",
+            OFFER.as_bytes(),
+        )
+        .await;
+        if r.status == 503 {
+            assert!(r.body.contains("\"error\""), "{}", r.body);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still placing after 5 s: {} {}",
+            r.status,
+            r.body
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let left_after = gone.elapsed();
+    assert!(
+        left_after < Duration::from_secs(3),
+        "left placement after {left_after:?}"
+    );
+    let members = {
+        let url = cluster.redis_url.clone();
+        tokio::task::spawn_blocking(move || {
+            registry::list(&mut registry::connect(&url).unwrap(), Some(0)).unwrap()
+        })
+        .await
+        .unwrap()
+    };
+    assert_eq!(members.len(), 1, "{members:?}");
+    assert!(members[0].draining);
+    cluster.stop().await;
+}
+
+/// A minimal browser-like offer: valid enough for signaling's checks, never connected.
+const OFFER: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\na=fingerprint:sha-256 AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\na=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\na=setup:actpass\r\na=rtcp-mux\r\na=sendrecv\r\na=rtpmap:111 opus/48000/2\r\n";
