@@ -15,6 +15,7 @@ pub mod loadgen;
 pub mod media_address;
 pub mod membership;
 pub mod model;
+pub mod ops;
 pub mod realtime;
 pub mod relay;
 pub mod roles;

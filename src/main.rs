@@ -40,6 +40,17 @@ enum Command {
     /// Mint or decode server ufrags (routes).
     #[command(subcommand)]
     Route(RouteCommand),
+    /// Probe a role's health endpoint (the container HEALTHCHECK): exit 0 on a 2xx.
+    Health {
+        /// `/health` of the role: signaling and the all-in-one serve it on their HTTP listener,
+        /// relays and transceivers on their --metrics listener.
+        #[arg(
+            long,
+            env = "VOICE_EDGE_HEALTH_URL",
+            default_value = "http://127.0.0.1:8080/health"
+        )]
+        url: String,
+    },
     /// Open many real WebRTC calls against a running server and print a table.
     Loadgen(voice_edge::loadgen::LoadgenArgs),
 }
@@ -178,6 +189,9 @@ struct TransceiverArgs {
     /// On SIGTERM, stop taking calls and wait this many seconds for live ones to end.
     #[arg(long, env = "VOICE_EDGE_DRAIN_DEADLINE", default_value_t = 30)]
     drain_deadline: u64,
+    /// The metrics listener: GET /metrics (Prometheus) and /health; "off" for none.
+    #[arg(long, env = "VOICE_EDGE_METRICS", default_value = "0.0.0.0:9090")]
+    metrics: String,
 }
 
 #[derive(Args, Debug)]
@@ -232,6 +246,9 @@ struct RelayArgs {
     /// Flows per worker.
     #[arg(long, env = "VOICE_EDGE_MAX_FLOWS", default_value_t = 100_000)]
     max_flows: usize,
+    /// The metrics listener: GET /metrics (Prometheus) and /health; "off" for none.
+    #[arg(long, env = "VOICE_EDGE_METRICS", default_value = "0.0.0.0:9090")]
+    metrics: String,
     /// Redis for the flow cache and, without --transceiver, membership:
     /// redis://[:PASSWORD@]HOST:PORT[/DB]; none by default.
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
@@ -279,6 +296,11 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Signaling(a)) => run_signaling(a),
         Some(Command::Transceiver(a)) => run_transceiver(a),
         Some(Command::Route(r)) => run_route(r),
+        Some(Command::Health { url }) => {
+            let status = voice_edge::ops::check(&url, Duration::from_secs(3))?;
+            println!("{url}: {status}");
+            Ok(())
+        }
         Some(Command::Loadgen(a)) => {
             let report = voice_edge::loadgen::run(a)?;
             println!("{}", report.to_markdown());
@@ -431,7 +453,30 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
             stop_following.clone(),
         )?;
     }
-    let handle = relay::spawn(cfg)?;
+    let handle = std::sync::Arc::new(relay::spawn(cfg)?);
+    // The relay's threads own no runtime; the metrics listener gets a small one of its own.
+    let _metrics_rt = match metrics_addr(&a.metrics)? {
+        Some(addr) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            // Weak: the handle must be unwrapped to stop the relay at exit.
+            let h = std::sync::Arc::downgrade(&handle);
+            let bound = rt.block_on(voice_edge::ops::serve(
+                addr,
+                std::sync::Arc::new(move || {
+                    let text = h.upgrade().map(|h| relay_metrics(&h)).unwrap_or_default();
+                    Box::pin(async move { text })
+                }),
+            ))?;
+            let rt = std::sync::Arc::new(rt);
+            let r = rt.clone();
+            std::thread::spawn(move || r.block_on(std::future::pending::<()>()));
+            println!("relay metrics on http://{bound}/metrics");
+            Some(rt)
+        }
+        None => None,
+    };
     println!(
         "relay running: udp {} link {}",
         handle.public_addr, handle.link_addr
@@ -441,8 +486,39 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
     let _ = rx.recv();
     stop_following.store(true, std::sync::atomic::Ordering::Relaxed);
     println!("stopping… {:?}", handle.counters());
-    handle.stop();
+    if let Ok(h) = std::sync::Arc::try_unwrap(handle) {
+        h.stop();
+    }
     Ok(())
+}
+
+/// `--metrics ADDR`, or "off".
+fn metrics_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|_| anyhow::anyhow!("--metrics {s:?}: expected IP:PORT or off"))
+}
+
+fn relay_metrics(h: &relay::RelayHandle) -> String {
+    let mut out = String::new();
+    let named = h.counters().named();
+    let samples: Vec<[(&str, &str); 1]> = named.iter().map(|(n, _)| [("event", *n)]).collect();
+    let rows: Vec<(&[(&str, &str)], f64)> = samples
+        .iter()
+        .zip(&named)
+        .map(|(l, (_, v))| (&l[..], *v as f64))
+        .collect();
+    voice_edge::ops::family(
+        &mut out,
+        "voice_edge_relay_events_total",
+        "counter",
+        "Relay datagrams and flows by outcome (forwarded, dropped per reason, flow cache).",
+        &rows,
+    );
+    out
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -522,6 +598,18 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
             ttl: Duration::from_secs(3),
         })
         .await?;
+        if let Some(addr) = metrics_addr(&a.metrics)? {
+            let h = running.handle.clone();
+            let bound = voice_edge::ops::serve(
+                addr,
+                std::sync::Arc::new(move || {
+                    let h = h.clone();
+                    Box::pin(async move { transceiver_metrics(&h).await })
+                }),
+            )
+            .await?;
+            println!("transceiver metrics on http://{bound}/metrics");
+        }
         println!(
             "transceiver {}.{} running: link {}, control {}, answers name {media}",
             running.record.cluster, running.record.id, running.record.link, running.control_addr
@@ -537,6 +625,49 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
         running.stop().await;
         Ok(())
     })
+}
+
+async fn transceiver_metrics(h: &voice_edge::transceiver::TransceiverHandle) -> String {
+    let st = h.stats().await;
+    let mut out = String::new();
+    let f = voice_edge::ops::family;
+    f(
+        &mut out,
+        "voice_edge_transceiver_calls",
+        "gauge",
+        "Live calls.",
+        &[(&[], h.live_calls() as f64)],
+    );
+    f(
+        &mut out,
+        "voice_edge_transceiver_draining",
+        "gauge",
+        "1 when this transceiver takes no new calls.",
+        &[(&[], h.is_draining() as u8 as f64)],
+    );
+    let e = st.ended;
+    f(
+        &mut out,
+        "voice_edge_transceiver_calls_ended_total",
+        "counter",
+        "Calls ended, by why.",
+        &[
+            (&[("reason", "hangup")], e.hangup as f64),
+            (&[("reason", "peer_closed")], e.peer_closed as f64),
+            (&[("reason", "setup_timeout")], e.setup_timeout as f64),
+            (&[("reason", "consent_expired")], e.consent_expired as f64),
+            (&[("reason", "idle_timeout")], e.idle_timeout as f64),
+            (&[("reason", "shutdown")], e.shutdown as f64),
+        ],
+    );
+    f(
+        &mut out,
+        "voice_edge_transceiver_dropped_unknown_total",
+        "counter",
+        "Datagrams for no known call.",
+        &[(&[], st.dropped_unknown as f64)],
+    );
+    out
 }
 
 /// SIGINT/SIGTERM → one message, without pulling a runtime into the relay role.

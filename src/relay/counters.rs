@@ -21,6 +21,13 @@ macro_rules! counters {
             }
         }
 
+        impl CounterSnapshot {
+            /// Every counter with its name, for the metrics endpoint.
+            pub fn named(&self) -> Vec<(&'static str, u64)> {
+                vec![$((stringify!($name), self.$name),)*]
+            }
+        }
+
         impl std::ops::AddAssign for CounterSnapshot {
             fn add_assign(&mut self, o: Self) { $(self.$name += o.$name;)* }
         }

@@ -67,6 +67,17 @@ pub struct Signaling {
     stats: StatsFn,
     admin: Option<AdminAction>,
     keys: Arc<keys::Keys>,
+    counters: Arc<CallCounters>,
+}
+
+/// What `/metrics` counts of the call API.
+#[derive(Default)]
+struct CallCounters {
+    created: std::sync::atomic::AtomicU64,
+    /// Offers refused because no transceiver could take them (503).
+    unplaced: std::sync::atomic::AtomicU64,
+    /// Offers a transceiver could not answer (a bad offer) or did not answer (gone).
+    failed: std::sync::atomic::AtomicU64,
 }
 
 impl Signaling {
@@ -81,6 +92,7 @@ impl Signaling {
             stats,
             admin: None,
             keys: Arc::new(keys::Keys::open()),
+            counters: Arc::default(),
         }
     }
 
@@ -126,9 +138,11 @@ impl Signaling {
             .route("/v1/realtime/calls", post(create_call))
             .route("/v1/realtime/calls/{id}", patch(renegotiate))
             .route("/v1/realtime/calls/{id}/hangup", post(hangup))
-            .route("/v1/realtime/client_secrets", post(client_secrets));
+            .route("/v1/realtime/client_secrets", post(client_secrets))
+            .route("/health", get(|| async { "ok\n" }));
         if admin {
             router = router
+                .route("/metrics", get(metrics))
                 .route("/admin/stats", get(admin_stats))
                 .route("/admin/calls", get(admin_calls))
                 .route("/admin/actions/{name}", post(admin_action));
@@ -286,8 +300,18 @@ async fn create_call(
         .filter(|m| m != "echo")
         .unwrap_or_else(|| model_for(q.model.as_deref()));
 
-    let (t, media_addr) = sig.place(q.cluster)?;
-    let created = t.create_call(offer, model).await.map_err(call_error)?;
+    let count = |c: &std::sync::atomic::AtomicU64| {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let (t, media_addr) = sig
+        .place(q.cluster)
+        .inspect_err(|_| count(&sig.counters.unplaced))?;
+    let created = t
+        .create_call(offer, model)
+        .await
+        .inspect_err(|_| count(&sig.counters.failed))
+        .map_err(call_error)?;
+    count(&sig.counters.created);
 
     let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
     let h = resp.headers_mut();
@@ -419,6 +443,72 @@ impl Signaling {
             .find(|t| t.id() == place.transceiver)
             .cloned()
     }
+}
+
+/// Prometheus text: the call API's counters and the transceivers placement sees.
+async fn metrics(State(sig): State<Signaling>) -> Response {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut out = String::new();
+    let c = &sig.counters;
+    crate::ops::family(
+        &mut out,
+        "voice_edge_signaling_offers_total",
+        "counter",
+        "Call offers by outcome: created, unplaced (no transceiver could take it), failed.",
+        &[
+            (&[("outcome", "created")], c.created.load(Relaxed) as f64),
+            (&[("outcome", "unplaced")], c.unplaced.load(Relaxed) as f64),
+            (&[("outcome", "failed")], c.failed.load(Relaxed) as f64),
+        ],
+    );
+    let clusters = sig.directory.clusters();
+    let mut per: Vec<(String, String, f64, f64)> = vec![];
+    for cl in clusters.iter() {
+        for t in &cl.transceivers {
+            per.push((
+                cl.id.to_string(),
+                t.id().to_string(),
+                t.load() as f64,
+                t.is_draining() as u8 as f64,
+            ));
+        }
+    }
+    let labels: Vec<[(&str, &str); 2]> = per
+        .iter()
+        .map(|(c, t, _, _)| [("cluster", c.as_str()), ("transceiver", t.as_str())])
+        .collect();
+    let load: Vec<(&[(&str, &str)], f64)> = labels
+        .iter()
+        .zip(&per)
+        .map(|(l, p)| (&l[..], p.2))
+        .collect();
+    let draining: Vec<(&[(&str, &str)], f64)> = labels
+        .iter()
+        .zip(&per)
+        .map(|(l, p)| (&l[..], p.3))
+        .collect();
+    crate::ops::family(
+        &mut out,
+        "voice_edge_signaling_transceiver_load",
+        "gauge",
+        "Live plus pending calls of each transceiver in placement.",
+        &load,
+    );
+    crate::ops::family(
+        &mut out,
+        "voice_edge_signaling_transceiver_draining",
+        "gauge",
+        "1 when the transceiver takes no new calls.",
+        &draining,
+    );
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
 }
 
 async fn admin_stats(State(sig): State<Signaling>) -> Json<Value> {

@@ -1,0 +1,167 @@
+//! The operations listener every split role runs (`--metrics`): `GET /metrics` in the
+//! Prometheus text format and `GET /health`, on a port of its own so scraping and probes never
+//! share the public listener or need the cluster secret. `voice-edge health` is the matching
+//! probe (the image's HEALTHCHECK): a UDP-only role such as the relay has nothing else to ask.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use axum::Router;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::get;
+
+/// Renders the role's metrics in the Prometheus text exposition format (async: a transceiver
+/// asks its workers).
+pub type MetricsFn =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn Future<Output = String> + Send>> + Send + Sync>;
+
+pub fn router(metrics: MetricsFn) -> Router {
+    Router::new()
+        .route("/health", get(|| async { "ok\n" }))
+        .route(
+            "/metrics",
+            get(move || {
+                let m = metrics.clone();
+                async move {
+                    (
+                        [(
+                            header::CONTENT_TYPE,
+                            "text/plain; version=0.0.4; charset=utf-8",
+                        )],
+                        m().await,
+                    )
+                        .into_response()
+                }
+            }),
+        )
+}
+
+/// Binds `addr` and serves [`router`] on the current tokio runtime until the process ends.
+pub async fn serve(addr: SocketAddr, metrics: MetricsFn) -> anyhow::Result<SocketAddr> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the metrics listener on {addr}"))?;
+    let bound = listener.local_addr()?;
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router(metrics)).await {
+            log::error!("metrics listener: {e}");
+        }
+    });
+    Ok(bound)
+}
+
+/// `voice-edge health`: GET `url` (plain `http://host:port/path`) and succeed on a 2xx.
+pub fn check(url: &str, timeout: Duration) -> anyhow::Result<u16> {
+    let rest = url
+        .strip_prefix("http://")
+        .with_context(|| format!("only http:// URLs, got {url:?}"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let addr = authority
+        .to_socket_addrs()
+        .with_context(|| format!("resolving {authority}"))?
+        .next()
+        .with_context(|| format!("{authority} resolves to nothing"))?;
+    let mut s = TcpStream::connect_timeout(&addr, timeout)
+        .with_context(|| format!("connecting to {addr}"))?;
+    s.set_read_timeout(Some(timeout))?;
+    s.set_write_timeout(Some(timeout))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {authority}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut head = [0u8; 64];
+    let n = s.read(&mut head)?;
+    let line = String::from_utf8_lossy(&head[..n]);
+    let status: u16 = line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .with_context(|| format!("not an HTTP reply: {line:?}"))?;
+    if !(200..300).contains(&status) {
+        bail!("{url} answered {status}");
+    }
+    Ok(status)
+}
+
+/// Prometheus text for a set of counters or gauges of one family, one sample per label value.
+/// The values already live in the roles' own atomics and snapshots (the relay's per-reason
+/// counters, the transceivers' bookkeeping), so rendering them is all there is to do.
+pub fn family(
+    out: &mut String,
+    name: &str,
+    kind: &str,
+    help: &str,
+    samples: &[(&[(&str, &str)], f64)],
+) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, v) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {v}");
+        } else {
+            let l: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+                .collect();
+            let _ = writeln!(out, "{name}{{{}}} {v}", l.join(","));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_render_in_the_text_format() {
+        let mut s = String::new();
+        family(
+            &mut s,
+            "voice_edge_relay_packets_total",
+            "counter",
+            "Datagrams by outcome.",
+            &[
+                (&[("reason", "forwarded_in")], 3.0),
+                (&[("reason", "bad\"route")], 1.0),
+            ],
+        );
+        assert_eq!(
+            s,
+            "# HELP voice_edge_relay_packets_total Datagrams by outcome.\n\
+             # TYPE voice_edge_relay_packets_total counter\n\
+             voice_edge_relay_packets_total{reason=\"forwarded_in\"} 3\n\
+             voice_edge_relay_packets_total{reason=\"bad\\\"route\"} 1\n"
+        );
+    }
+
+    #[tokio::test]
+    async fn health_and_metrics_answer_and_the_probe_reads_them() {
+        let addr = serve(
+            "127.0.0.1:0".parse().unwrap(),
+            Arc::new(|| Box::pin(async { "up 1\n".to_owned() })),
+        )
+        .await
+        .unwrap();
+        let url = format!("http://{addr}/health");
+        let status = tokio::task::spawn_blocking(move || check(&url, Duration::from_secs(2)))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(status, 200);
+        let url = format!("http://{addr}/nothing");
+        assert!(
+            tokio::task::spawn_blocking(move || check(&url, Duration::from_secs(2)))
+                .await
+                .unwrap()
+                .is_err()
+        );
+    }
+}
