@@ -288,8 +288,29 @@ fn main() -> anyhow::Result<()> {
         Some(Command::Loadgen(_)) => "warn,voice_edge=info",
         _ => "info",
     };
-    env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_filter))
-        .init();
+    let mut logger =
+        env_logger::Builder::from_env(env_logger::Env::default().default_filter_or(default_filter));
+    // One JSON object per line for log pipelines (Loki, CloudWatch, …): VOICE_EDGE_LOG_FORMAT=json.
+    if std::env::var("VOICE_EDGE_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json")) {
+        logger.format(|buf, record| {
+            use std::io::Write;
+            let ts = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or_default();
+            writeln!(
+                buf,
+                "{}",
+                serde_json::json!({
+                    "ts": ts,
+                    "level": record.level().as_str(),
+                    "target": record.target(),
+                    "msg": record.args().to_string(),
+                })
+            )
+        });
+    }
+    logger.init();
     match cli.command {
         None => run_all_in_one(cli.all),
         Some(Command::Relay(a)) => run_relay(a),
