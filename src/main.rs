@@ -216,7 +216,8 @@ struct RelayArgs {
     /// it, a cluster relay follows the cluster's members in Redis (--redis-url).
     #[arg(long = "transceiver", alias = "next-hop", env = "VOICE_EDGE_TRANSCEIVERS_MAP", value_delimiter = ',', value_parser = parse_member, required_unless_present = "redis_url")]
     transceivers: Vec<(u16, SocketAddr)>,
-    /// Worker sockets per transceiver: worker W of transceiver ID=ADDR listens on ADDR's port + W.
+    /// Worker sockets per transceiver: worker W of transceiver ID=ADDR listens on ADDR's port + W
+    /// (with Redis membership, the most any member registered).
     #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 1)]
     transceiver_workers: u8,
     /// Link address of a global relay allowed to hand over client datagrams; repeatable.
@@ -226,10 +227,10 @@ struct RelayArgs {
         value_delimiter = ','
     )]
     upstreams: Vec<SocketAddr>,
-    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET", hide_env_values = true)]
     route_secret: String,
     /// The previous route secret, still accepted during a key rotation (key id 0 → 1 → …).
-    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET_PREVIOUS")]
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET_PREVIOUS", hide_env_values = true)]
     previous_route_secret: Option<String>,
     /// Key id of --route-secret (0–15).
     #[arg(long, env = "VOICE_EDGE_ROUTE_KEY_ID", default_value_t = 0)]
@@ -681,6 +682,21 @@ async fn transceiver_metrics(h: &voice_edge::transceiver::TransceiverHandle) -> 
             (&[("reason", "shutdown")], e.shutdown as f64),
         ],
     );
+    st.answer_to_ice.render(
+        &mut out,
+        "voice_edge_transceiver_setup_seconds",
+        "Call setup from the answer: to the ICE pair selected (step=ice), to DTLS connected (step=dtls).",
+        "step=\"ice\"",
+    );
+    // One family, two label sets: the second rendering's HELP/TYPE lines are dropped.
+    let mut dtls = String::new();
+    st.answer_to_dtls.render(
+        &mut dtls,
+        "voice_edge_transceiver_setup_seconds",
+        "",
+        "step=\"dtls\"",
+    );
+    out.extend(dtls.lines().skip(2).map(|l| format!("{l}\n")));
     f(
         &mut out,
         "voice_edge_transceiver_dropped_unknown_total",

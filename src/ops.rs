@@ -116,8 +116,93 @@ pub fn family(
     }
 }
 
+/// Upper bounds (ms) of [`Histogram`]'s buckets: call setup is single-digit ms on a LAN and
+/// seconds when something is wrong, so the buckets cover both.
+pub const SETUP_BUCKETS_MS: [u64; 11] = [2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
+
+/// A fixed-bucket histogram of milliseconds: cheap to record on a socket loop (no allocation),
+/// summed across workers by plain addition.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Histogram {
+    /// Observations per bucket of [`SETUP_BUCKETS_MS`] (not cumulative), then the overflow.
+    pub counts: [u64; 12],
+    pub sum_ms: u64,
+}
+
+impl Histogram {
+    pub fn record(&mut self, d: Duration) {
+        let ms = d.as_millis() as u64;
+        let i = SETUP_BUCKETS_MS
+            .iter()
+            .position(|&b| ms <= b)
+            .unwrap_or(SETUP_BUCKETS_MS.len());
+        self.counts[i] += 1;
+        self.sum_ms += ms;
+    }
+
+    pub fn merge(mut self, o: &Histogram) -> Histogram {
+        for (a, b) in self.counts.iter_mut().zip(o.counts) {
+            *a += b;
+        }
+        self.sum_ms += o.sum_ms;
+        self
+    }
+
+    /// Renders as a Prometheus histogram in seconds, the unit Prometheus expects.
+    pub fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
+        use std::fmt::Write;
+        let _ = writeln!(out, "# HELP {name} {help}");
+        let _ = writeln!(out, "# TYPE {name} histogram");
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cum = 0;
+        for (i, b) in SETUP_BUCKETS_MS.iter().enumerate() {
+            cum += self.counts[i];
+            let le = *b as f64 / 1000.0;
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{le}\"}} {cum}");
+        }
+        cum += self.counts[SETUP_BUCKETS_MS.len()];
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {cum}");
+        let braces = if labels.is_empty() {
+            String::new()
+        } else {
+            format!("{{{labels}}}")
+        };
+        let _ = writeln!(out, "{name}_sum{braces} {}", self.sum_ms as f64 / 1000.0);
+        let _ = writeln!(out, "{name}_count{braces} {cum}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn histograms_bucket_merge_and_render_cumulatively() {
+        let mut h = Histogram::default();
+        h.record(Duration::from_millis(1));
+        h.record(Duration::from_millis(7));
+        h.record(Duration::from_millis(9000));
+        let h = h.merge(&h.clone());
+        let mut s = String::new();
+        h.render(&mut s, "x_seconds", "X.", "step=\"ice\"");
+        assert!(
+            s.contains("x_seconds_bucket{step=\"ice\",le=\"0.002\"} 2\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("x_seconds_bucket{step=\"ice\",le=\"0.01\"} 4\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("x_seconds_bucket{step=\"ice\",le=\"5\"} 4\n"),
+            "{s}"
+        );
+        assert!(
+            s.contains("x_seconds_bucket{step=\"ice\",le=\"+Inf\"} 6\n"),
+            "{s}"
+        );
+        assert!(s.contains("x_seconds_count{step=\"ice\"} 6\n"), "{s}");
+        assert!(s.contains("x_seconds_sum{step=\"ice\"} 18.016\n"), "{s}");
+    }
+
     use super::*;
 
     #[test]

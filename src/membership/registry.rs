@@ -296,7 +296,8 @@ pub fn follow(
                 if let Some(c) = conn.as_mut() {
                     match list(c, Some(cluster)) {
                         Ok(members) => {
-                            hops.set(members.iter().map(|m| (m.id, m.link)).collect());
+                            let workers = members.iter().map(|m| m.workers).max().unwrap_or(1);
+                            hops.set(members.iter().map(|m| (m.id, m.link)).collect(), workers);
                         }
                         Err(e) => {
                             log::warn!(

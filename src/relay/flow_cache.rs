@@ -87,7 +87,7 @@ impl CacheThread {
         let mut last_attempt = Instant::now();
         loop {
             if let Some(live) = self.relay.live_hops.clone() {
-                live.refresh(&mut hops_seen, &mut self.relay.next_hops);
+                live.refresh(&mut hops_seen, &mut self.relay);
             }
             let req = if backlog.is_empty() {
                 match rx.recv() {

@@ -82,30 +82,34 @@ pub struct RelayConfig {
 #[derive(Debug, Default)]
 pub struct LiveHops {
     version: AtomicU64,
-    hops: Mutex<HashMap<u16, SocketAddr>>,
+    table: Mutex<(HashMap<u16, SocketAddr>, u8)>,
 }
 
 impl LiveHops {
-    /// Replaces the table; a no-op when nothing changed.
-    pub fn set(&self, hops: HashMap<u16, SocketAddr>) {
-        let mut cur = self.hops.lock().unwrap();
-        if *cur != hops {
-            *cur = hops;
+    /// Replaces the table (hop id → worker 0's link address) and the most workers any hop has
+    /// (routes naming a worker beyond a hop's own count were never minted by it); a no-op when
+    /// nothing changed.
+    pub fn set(&self, hops: HashMap<u16, SocketAddr>, workers: u8) {
+        let mut cur = self.table.lock().unwrap();
+        if cur.0 != hops || cur.1 != workers {
+            *cur = (hops, workers);
             self.version.fetch_add(1, Ordering::Release);
         }
     }
 
     pub fn get(&self) -> HashMap<u16, SocketAddr> {
-        self.hops.lock().unwrap().clone()
+        self.table.lock().unwrap().0.clone()
     }
 
     /// Copies the table into `cfg` if it changed since `seen`; true when it did.
-    pub(crate) fn refresh(&self, seen: &mut u64, next_hops: &mut HashMap<u16, SocketAddr>) -> bool {
+    pub(crate) fn refresh(&self, seen: &mut u64, cfg: &mut RelayConfig) -> bool {
         let v = self.version.load(Ordering::Acquire);
         if v == *seen {
             return false;
         }
-        *next_hops = self.get();
+        let (hops, workers) = self.table.lock().unwrap().clone();
+        cfg.next_hops = hops;
+        cfg.hop_workers = workers.max(1);
         *seen = v;
         true
     }

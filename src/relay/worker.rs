@@ -96,8 +96,8 @@ impl Worker {
         let mut to_public = SendQueue::new();
         let mut last_housekeeping = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
-            if let Some(live) = &self.cfg.live_hops
-                && live.refresh(&mut self.hops_seen, &mut self.cfg.next_hops)
+            if let Some(live) = self.cfg.live_hops.clone()
+                && live.refresh(&mut self.hops_seen, &mut self.cfg)
             {
                 self.hop_ids = self.cfg.next_hop_addrs();
             }

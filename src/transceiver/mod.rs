@@ -97,6 +97,9 @@ pub struct WorkerStats {
     pub timers: usize,
     pub dropped_unknown: u64,
     pub ended: EndCounters,
+    /// Answer sent → ICE pair selected, and → DTLS connected, per connected call.
+    pub answer_to_ice: crate::ops::Histogram,
+    pub answer_to_dtls: crate::ops::Histogram,
 }
 
 impl WorkerStats {
@@ -110,6 +113,8 @@ impl WorkerStats {
             call_index: self.call_index + o.call_index,
             timers: self.timers + o.timers,
             dropped_unknown: self.dropped_unknown + o.dropped_unknown,
+            answer_to_ice: self.answer_to_ice.merge(&o.answer_to_ice),
+            answer_to_dtls: self.answer_to_dtls.merge(&o.answer_to_dtls),
             ended: EndCounters {
                 hangup: a.hangup + b.hangup,
                 peer_closed: a.peer_closed + b.peer_closed,

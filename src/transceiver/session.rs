@@ -8,7 +8,7 @@
 //! relay.
 
 use std::net::SocketAddr;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use rtc::data_channel::RTCDataChannelId;
@@ -66,6 +66,8 @@ pub struct Session {
     pub state: SessionState,
     pub created: Instant,
     pub connected_at: Option<Instant>,
+    /// The setup timeline went into the worker's histograms (once per call).
+    setup_reported: bool,
     /// When ICE selected its pair: with ICE-lite that is the client's first valid check, not
     /// its later nomination (see vendor/rtc-ice/PATCHED.md).
     pub ice_connected_at: Option<Instant>,
@@ -120,6 +122,7 @@ impl Session {
             state: SessionState::Connecting,
             created: now,
             connected_at: None,
+            setup_reported: false,
             ice_connected_at: None,
             last_consent: now,
             last_heard: now,
@@ -135,6 +138,16 @@ impl Session {
             events_channel: None,
             tts_requests: Vec::new(),
         }
+    }
+
+    /// Answer → ICE selected and answer → DTLS connected, the first time both are known.
+    pub fn take_setup_timeline(&mut self) -> Option<(Duration, Duration)> {
+        if self.setup_reported {
+            return None;
+        }
+        let (ice, dtls) = (self.ice_connected_at?, self.connected_at?);
+        self.setup_reported = true;
+        Some((ice - self.created, dtls - self.created))
     }
 
     /// When the stack or the media side next needs time to pass.

@@ -63,6 +63,8 @@ pub(super) struct Worker {
     send_buf: Vec<u8>,
     dropped_unknown: u64,
     ended: super::EndCounters,
+    answer_to_ice: crate::ops::Histogram,
+    answer_to_dtls: crate::ops::Histogram,
     last_housekeeping: Instant,
     /// Where TTS threads hand synthesized speech back.
     commands: async_channel::Sender<Command>,
@@ -104,6 +106,8 @@ impl Worker {
             send_buf: Vec::with_capacity(MAX_DATAGRAM + LINK_HEADER_LEN),
             dropped_unknown: 0,
             ended: Default::default(),
+            answer_to_ice: Default::default(),
+            answer_to_dtls: Default::default(),
             last_housekeeping: Instant::now(),
             commands: p.commands,
         }
@@ -259,6 +263,10 @@ impl Worker {
         };
         s.drive(now);
         flush(socket, s, &mut self.send_buf);
+        if let Some((ice, dtls)) = s.take_setup_timeline() {
+            self.answer_to_ice.record(ice);
+            self.answer_to_dtls.record(dtls);
+        }
         for req in s.take_tts_requests() {
             spawn_tts(req, s.call_id.clone(), self.commands.clone());
         }
@@ -399,6 +407,8 @@ impl Worker {
                     timers: self.timers.len(),
                     dropped_unknown: self.dropped_unknown,
                     ended: self.ended,
+                    answer_to_ice: self.answer_to_ice,
+                    answer_to_dtls: self.answer_to_dtls,
                 });
             }
             Command::List { reply } => {
