@@ -35,6 +35,12 @@ command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
 command -v espeak-ng >/dev/null 2>&1 || apt_pkgs+=(espeak-ng)
 # --- services used by tests: add later ones (databases, brokers, …) here --------------------------------
 [ -x /usr/bin/redis-server ] || apt_pkgs+=(redis-server)
+# The multi-host test puts each role in its own network namespace (ip netns, veth, a bridge).
+command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)
+# The compose stack test: Docker's engine and Debian's compose (v1), curl to probe it.
+command -v docker >/dev/null 2>&1 || apt_pkgs+=(docker.io)
+command -v docker-compose >/dev/null 2>&1 || apt_pkgs+=(docker-compose)
+command -v curl >/dev/null 2>&1 || apt_pkgs+=(curl)
 # ---------------------------------------------------------------------------------------------------------
 if [ "${#apt_pkgs[@]}" -gt 0 ]; then
   log "installing: ${apt_pkgs[*]}"
@@ -97,5 +103,14 @@ export VOICE_EDGE_BIN
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
 node --test tests/e2e/*.test.mjs
+
+# ---------------------------------------------------------------------------------------------------------
+# 4. The split roles as containers: compose.yaml built and run, a real WebRTC client on this host
+#    (tests/compose/run.sh), and the Kubernetes manifests validated offline (deploy/validate.sh).
+# ---------------------------------------------------------------------------------------------------------
+log "docker compose stack (tests/compose/run.sh)"
+bash tests/compose/run.sh
+log "Kubernetes manifests (deploy/validate.sh)"
+bash deploy/validate.sh
 
 log "all tests passed"

@@ -21,6 +21,7 @@ fn record(instance: &str) -> MemberRecord {
         media: "192.0.2.9:3478".parse().unwrap(),
         load: 0,
         draining: false,
+        at_ms: 0,
     }
 }
 

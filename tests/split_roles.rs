@@ -169,6 +169,22 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
     assert!(ga >= 27 && gb >= 27, "echo a={ga}/30 b={gb}/30");
     assert_eq!(cluster.relay.counters().flows_created, 2);
 
+    // One after the other, faster than heartbeats: each answer brings the transceiver's load
+    // back, so placement does not wait a heartbeat to see the call it just placed.
+    let c = Client::call(http, "/v1/realtime/calls?model=loopback").await;
+    let d = Client::call(http, "/v1/realtime/calls?model=loopback").await;
+    assert_ne!(
+        c.response.headers["x-voice-edge-transceiver"],
+        d.response.headers["x-voice-edge-transceiver"],
+        "two calls in a row went to one transceiver while the other was as loaded"
+    );
+    for x in [c, d] {
+        let loc = x.response.headers["location"].clone();
+        let r = common::http_post(http, &format!("{loc}/hangup"), "application/json", b"").await;
+        assert_eq!(r.status, 200, "{}", r.body);
+        x.pc.close().await.unwrap();
+    }
+
     // Admin is on its own listener, not the public one; it lists calls across the control API.
     let public = http_get(http, "/admin/calls").await;
     assert_eq!(

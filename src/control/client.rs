@@ -27,6 +27,8 @@ const TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Reported {
     pub load: usize,
     pub draining: bool,
+    /// When the transceiver measured it (its clock): older news never replaces newer.
+    pub at_ms: u64,
 }
 
 pub struct RemoteTransceiver {
@@ -63,9 +65,15 @@ impl RemoteTransceiver {
         self.control
     }
 
-    /// A heartbeat's news: load and draining as the transceiver sees them.
+    /// A heartbeat's news: load and draining as the transceiver sees them. The load is kept
+    /// only if it is newer than the one the last answered call brought back.
     pub fn update(&self, r: Reported) {
-        *self.reported.lock().unwrap() = r;
+        let mut cur = self.reported.lock().unwrap();
+        cur.draining = r.draining;
+        if r.at_ms >= cur.at_ms {
+            cur.load = r.load;
+            cur.at_ms = r.at_ms;
+        }
     }
 
     async fn request<B: Serialize, T: DeserializeOwned>(
@@ -164,9 +172,16 @@ impl TransceiverControl for RemoteTransceiver {
                 Some(&wire::CreateCall { offer_sdp, model }),
             )
             .await?;
-        created
-            .map(CreatedCall::from)
-            .ok_or_else(|| self.failed(format!("status {status} without a call")))
+        let created =
+            created.ok_or_else(|| self.failed(format!("status {status} without a call")))?;
+        {
+            let mut cur = self.reported.lock().unwrap();
+            if created.at_ms >= cur.at_ms {
+                cur.load = created.load;
+                cur.at_ms = created.at_ms;
+            }
+        }
+        Ok(CreatedCall::from(created))
     }
 
     async fn hangup(&self, call_id: String) -> Result<bool, CallError> {

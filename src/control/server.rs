@@ -101,7 +101,14 @@ async fn create(
     }
     ctx.transceiver.reserve();
     match ctx.transceiver.create_call(req.offer_sdp, req.model).await {
-        Ok(c) => (StatusCode::CREATED, Json(wire::Created::from(c))).into_response(),
+        Ok(c) => {
+            let created = wire::Created {
+                load: ctx.transceiver.load(),
+                at_ms: crate::membership::registry::now_ms(),
+                ..wire::Created::from(c)
+            };
+            (StatusCode::CREATED, Json(created)).into_response()
+        }
         Err(e) => call_error(e),
     }
 }

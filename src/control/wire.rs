@@ -24,6 +24,12 @@ pub struct Created {
     pub transceiver: u16,
     pub worker: u8,
     pub candidate: SocketAddr,
+    /// The transceiver's load right after this call, and when (its clock, Unix ms): fresher than
+    /// its last heartbeat, so a burst of offers spreads instead of piling onto one transceiver.
+    #[serde(default)]
+    pub load: usize,
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 impl From<CreatedCall> for Created {
@@ -35,6 +41,8 @@ impl From<CreatedCall> for Created {
             transceiver: c.transceiver,
             worker: c.worker,
             candidate: c.candidate,
+            load: 0,
+            at_ms: 0,
         }
     }
 }

@@ -86,6 +86,7 @@ impl RedisDirectory {
             t.update(Reported {
                 load: m.load,
                 draining: m.draining,
+                at_ms: m.at_ms,
             });
             clusters
                 .entry(m.cluster)

@@ -40,6 +40,18 @@ pub struct MemberRecord {
     /// Live calls plus calls being set up.
     pub load: usize,
     pub draining: bool,
+    /// When the transceiver wrote this (its clock, Unix ms): a reader keeps the newest of this
+    /// and the load the transceiver reports with each answered call.
+    #[serde(default)]
+    pub at_ms: u64,
+}
+
+/// The transceiver's clock in Unix milliseconds, for [`MemberRecord::at_ms`].
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 pub fn member_key(cluster: u16, id: u16) -> String {
@@ -225,6 +237,7 @@ impl Registration {
                     while !stop.load(Ordering::Relaxed) {
                         std::thread::sleep(interval);
                         (rec.load, rec.draining) = status();
+                        rec.at_ms = now_ms();
                         if conn.is_none() {
                             conn = connect(&url).ok();
                         }

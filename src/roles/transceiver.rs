@@ -76,6 +76,7 @@ pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTranscei
         media: cfg.media,
         load: 0,
         draining: false,
+        at_ms: 0,
     };
     // The id first: it goes into every ufrag and call id this transceiver makes.
     let id = {
