@@ -159,3 +159,56 @@ async fn the_directory_follows_registrations_and_expiry() {
     assert!(t0.elapsed() >= TTL / 2, "left before its TTL could run out");
     dir.stop();
 }
+
+#[test]
+fn redis_urls_with_a_password_and_a_database_are_honoured() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let _redis = Kill(
+        std::process::Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+            ])
+            .args(["--requirepass", "s3cret"])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server"),
+    );
+    let addr = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&addr).is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Without the password: refused. With it and db 3: the record lands in db 3, not db 0.
+    let url = voice_edge::cache::parse_redis_url(&format!("redis://:s3cret@{addr}/3")).unwrap();
+    let no_pw = format!("redis://{addr}/3");
+    let refused = registry::connect(&no_pw).and_then(|mut c| registry::list(&mut c, None));
+    assert!(refused.is_err(), "Redis without the password answered");
+    let mut c = registry::connect(&url).unwrap();
+    assert_eq!(registry::claim(&mut c, &record("a"), None, TTL).unwrap(), 1);
+    assert_eq!(registry::list(&mut c, None).unwrap().len(), 1);
+    let mut db0 = registry::connect(&format!("redis://:s3cret@{addr}/0")).unwrap();
+    assert!(
+        registry::list(&mut db0, None).unwrap().is_empty(),
+        "written to db 0"
+    );
+}
