@@ -487,7 +487,10 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
             let bound = rt.block_on(voice_edge::ops::serve(
                 addr,
                 std::sync::Arc::new(move || {
-                    let text = h.upgrade().map(|h| relay_metrics(&h)).unwrap_or_default();
+                    let text = h
+                        .upgrade()
+                        .map(|h| voice_edge::roles::relay_metrics(&h))
+                        .unwrap_or_default();
                     Box::pin(async move { text })
                 }),
             ))?;
@@ -522,25 +525,6 @@ fn metrics_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
     s.parse()
         .map(Some)
         .map_err(|_| anyhow::anyhow!("--metrics {s:?}: expected IP:PORT or off"))
-}
-
-fn relay_metrics(h: &relay::RelayHandle) -> String {
-    let mut out = String::new();
-    let named = h.counters().named();
-    let samples: Vec<[(&str, &str); 1]> = named.iter().map(|(n, _)| [("event", *n)]).collect();
-    let rows: Vec<(&[(&str, &str)], f64)> = samples
-        .iter()
-        .zip(&named)
-        .map(|(l, (_, v))| (&l[..], *v as f64))
-        .collect();
-    voice_edge::ops::family(
-        &mut out,
-        "voice_edge_relay_events_total",
-        "counter",
-        "Relay datagrams and flows by outcome (forwarded, dropped per reason, flow cache).",
-        &rows,
-    );
-    out
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -626,7 +610,7 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
                 addr,
                 std::sync::Arc::new(move || {
                     let h = h.clone();
-                    Box::pin(async move { transceiver_metrics(&h).await })
+                    Box::pin(async move { voice_edge::roles::transceiver::metrics(&h).await })
                 }),
             )
             .await?;
@@ -647,64 +631,6 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
         running.stop().await;
         Ok(())
     })
-}
-
-async fn transceiver_metrics(h: &voice_edge::transceiver::TransceiverHandle) -> String {
-    let st = h.stats().await;
-    let mut out = String::new();
-    let f = voice_edge::ops::family;
-    f(
-        &mut out,
-        "voice_edge_transceiver_calls",
-        "gauge",
-        "Live calls.",
-        &[(&[], h.live_calls() as f64)],
-    );
-    f(
-        &mut out,
-        "voice_edge_transceiver_draining",
-        "gauge",
-        "1 when this transceiver takes no new calls.",
-        &[(&[], h.is_draining() as u8 as f64)],
-    );
-    let e = st.ended;
-    f(
-        &mut out,
-        "voice_edge_transceiver_calls_ended_total",
-        "counter",
-        "Calls ended, by why.",
-        &[
-            (&[("reason", "hangup")], e.hangup as f64),
-            (&[("reason", "peer_closed")], e.peer_closed as f64),
-            (&[("reason", "setup_timeout")], e.setup_timeout as f64),
-            (&[("reason", "consent_expired")], e.consent_expired as f64),
-            (&[("reason", "idle_timeout")], e.idle_timeout as f64),
-            (&[("reason", "shutdown")], e.shutdown as f64),
-        ],
-    );
-    st.answer_to_ice.render(
-        &mut out,
-        "voice_edge_transceiver_setup_seconds",
-        "Call setup from the answer: to the ICE pair selected (step=ice), to DTLS connected (step=dtls).",
-        "step=\"ice\"",
-    );
-    // One family, two label sets: the second rendering's HELP/TYPE lines are dropped.
-    let mut dtls = String::new();
-    st.answer_to_dtls.render(
-        &mut dtls,
-        "voice_edge_transceiver_setup_seconds",
-        "",
-        "step=\"dtls\"",
-    );
-    out.extend(dtls.lines().skip(2).map(|l| format!("{l}\n")));
-    f(
-        &mut out,
-        "voice_edge_transceiver_dropped_unknown_total",
-        "counter",
-        "Datagrams for no known call.",
-        &[(&[], st.dropped_unknown as f64)],
-    );
-    out
 }
 
 /// SIGINT/SIGTERM → one message, without pulling a runtime into the relay role.

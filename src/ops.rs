@@ -117,7 +117,8 @@ pub fn family(
 }
 
 /// Upper bounds (ms) of [`Histogram`]'s buckets: call setup is single-digit ms on a LAN and
-/// seconds when something is wrong, so the buckets cover both.
+/// seconds when something is wrong, loop lag a millisecond or two until a core saturates, so the
+/// buckets cover all of it.
 pub const SETUP_BUCKETS_MS: [u64; 11] = [2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000];
 
 /// A fixed-bucket histogram of milliseconds: cheap to record on a socket loop (no allocation),

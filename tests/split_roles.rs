@@ -201,6 +201,33 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
         admin.body
     );
 
+    // Metrics: the relay counted the forwarding, each transceiver its setup timeline, and
+    // signaling the offers it placed.
+    let relay_text = voice_edge::roles::relay_metrics(&cluster.relay);
+    let forwarded = relay_text
+        .lines()
+        .find_map(|l| l.strip_prefix("voice_edge_relay_events_total{event=\"forwarded_in\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(forwarded >= 60.0, "relay metrics:\n{relay_text}");
+    for t in &cluster.transceivers {
+        let text = transceiver::metrics(&t.handle).await;
+        assert!(
+            text.contains("voice_edge_transceiver_setup_seconds_count{step=\"dtls\"} ")
+                && !text.contains("voice_edge_transceiver_setup_seconds_count{step=\"dtls\"} 0\n"),
+            "transceiver {} metrics:\n{text}",
+            t.record.id
+        );
+        assert!(text.contains("voice_edge_transceiver_timer_lag_seconds_bucket{le=\"+Inf\"}"));
+    }
+    let m = http_get(cluster.signaling.admin_addr.unwrap(), "/metrics").await;
+    assert!(
+        m.body
+            .contains("voice_edge_signaling_offers_total{outcome=\"created\"} 4"),
+        "{}",
+        m.body
+    );
+
     // Hang-up crosses the control API to the owning transceiver.
     let location = a.response.headers["location"].clone();
     let r = common::http_post(http, &format!("{location}/hangup"), "application/json", b"").await;

@@ -5,3 +5,23 @@
 
 pub mod signaling;
 pub mod transceiver;
+
+/// The relay role's `/metrics`: every per-reason counter.
+pub fn relay_metrics(h: &crate::relay::RelayHandle) -> String {
+    let mut out = String::new();
+    let named = h.counters().named();
+    let samples: Vec<[(&str, &str); 1]> = named.iter().map(|(n, _)| [("event", *n)]).collect();
+    let rows: Vec<(&[(&str, &str)], f64)> = samples
+        .iter()
+        .zip(&named)
+        .map(|(l, (_, v))| (&l[..], *v as f64))
+        .collect();
+    crate::ops::family(
+        &mut out,
+        "voice_edge_relay_events_total",
+        "counter",
+        "Relay datagrams and flows by outcome (forwarded, dropped per reason, flow cache).",
+        &rows,
+    );
+    out
+}

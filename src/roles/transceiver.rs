@@ -171,3 +171,68 @@ impl RunningTransceiver {
         .await;
     }
 }
+
+/// The transceiver role's `/metrics`: calls, endings, setup timeline and loop lag.
+pub async fn metrics(h: &TransceiverHandle) -> String {
+    let st = h.stats().await;
+    let mut out = String::new();
+    let f = crate::ops::family;
+    f(
+        &mut out,
+        "voice_edge_transceiver_calls",
+        "gauge",
+        "Live calls.",
+        &[(&[], h.live_calls() as f64)],
+    );
+    f(
+        &mut out,
+        "voice_edge_transceiver_draining",
+        "gauge",
+        "1 when this transceiver takes no new calls.",
+        &[(&[], h.is_draining() as u8 as f64)],
+    );
+    let e = st.ended;
+    f(
+        &mut out,
+        "voice_edge_transceiver_calls_ended_total",
+        "counter",
+        "Calls ended, by why.",
+        &[
+            (&[("reason", "hangup")], e.hangup as f64),
+            (&[("reason", "peer_closed")], e.peer_closed as f64),
+            (&[("reason", "setup_timeout")], e.setup_timeout as f64),
+            (&[("reason", "consent_expired")], e.consent_expired as f64),
+            (&[("reason", "idle_timeout")], e.idle_timeout as f64),
+            (&[("reason", "shutdown")], e.shutdown as f64),
+        ],
+    );
+    st.answer_to_ice.render(
+        &mut out,
+        "voice_edge_transceiver_setup_seconds",
+        "Call setup from the answer: to the ICE pair selected (step=ice), to DTLS connected (step=dtls).",
+        "step=\"ice\"",
+    );
+    // One family, two label sets: the second rendering's HELP/TYPE lines are dropped.
+    let mut dtls = String::new();
+    st.answer_to_dtls.render(
+        &mut dtls,
+        "voice_edge_transceiver_setup_seconds",
+        "",
+        "step=\"dtls\"",
+    );
+    out.extend(dtls.lines().skip(2).map(|l| format!("{l}\n")));
+    st.timer_lag.render(
+        &mut out,
+        "voice_edge_transceiver_timer_lag_seconds",
+        "How late session timers fire (20 ms media pacing among them): the socket loops' lag.",
+        "",
+    );
+    f(
+        &mut out,
+        "voice_edge_transceiver_dropped_unknown_total",
+        "counter",
+        "Datagrams for no known call.",
+        &[(&[], st.dropped_unknown as f64)],
+    );
+    out
+}

@@ -65,6 +65,8 @@ pub(super) struct Worker {
     ended: super::EndCounters,
     answer_to_ice: crate::ops::Histogram,
     answer_to_dtls: crate::ops::Histogram,
+    /// How late session timers fire (media pacing is one): the loop's health under load.
+    timer_lag: crate::ops::Histogram,
     last_housekeeping: Instant,
     /// Where TTS threads hand synthesized speech back.
     commands: async_channel::Sender<Command>,
@@ -108,6 +110,7 @@ impl Worker {
             ended: Default::default(),
             answer_to_ice: Default::default(),
             answer_to_dtls: Default::default(),
+            timer_lag: Default::default(),
             last_housekeeping: Instant::now(),
             commands: p.commands,
         }
@@ -300,6 +303,7 @@ impl Worker {
                 continue; // superseded by a later reschedule
             }
             s.next_timeout = None;
+            self.timer_lag.record(now - t);
             s.handle_timeout(now);
             self.after_input(socket, key, now);
         }
@@ -409,6 +413,7 @@ impl Worker {
                     ended: self.ended,
                     answer_to_ice: self.answer_to_ice,
                     answer_to_dtls: self.answer_to_dtls,
+                    timer_lag: self.timer_lag,
                 });
             }
             Command::List { reply } => {
