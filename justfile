@@ -27,3 +27,7 @@ bench-connect-compare RUNS="20":
 # Load table: loadgen against fresh servers at 100/500/1000 calls, relay and --direct (args go to bench/load/run.sh)
 bench-load *ARGS:
     bash bench/load/run.sh {{ARGS}}
+
+# Call setup through the compose stack vs the all-in-one, side by side (needs the compose image built)
+bench-compose *ARGS:
+    bash bench/compose/run.sh {{ARGS}}
