@@ -24,7 +24,7 @@
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import puppeteer from 'puppeteer-core';
-import { pageState, rtcStats } from './harness.mjs';
+import { capturePageLog, pageState, rtcStats } from './harness.mjs';
 
 export const FIREFOX = process.env.FIREFOX_BIN || '/usr/bin/firefox-esr';
 
@@ -83,13 +83,7 @@ export async function launchFirefox({ prefs = {}, timeoutMs = 30_000, dumpio = f
 export async function openFirefoxPage(browser, url, { timeoutMs = 15_000 } = {}) {
   const context = await browser.createBrowserContext();
   const page = await context.newPage();
-  const consoleLines = [];
-  page.on('console', (m) => consoleLines.push(`[console.${m.type()}] ${m.text()}`));
-  page.on('pageerror', (e) => consoleLines.push(`[pageerror] ${e.stack || e.message}`));
-  page.on('requestfailed', (r) => consoleLines.push(`[requestfailed] ${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) consoleLines.push(`[http ${r.status()}] ${r.request().method()} ${r.url()}`);
-  });
+  const consoleLines = capturePageLog(page);
   await page.goto(url, { waitUntil: 'load', timeout: timeoutMs });
   return { context, page, consoleLines };
 }

@@ -216,15 +216,24 @@ export async function openDemo(browser, baseUrl) {
 export async function openPage(browser, url) {
   const context = await browser.newContext();
   const page = await context.newPage();
-  const consoleLines = [];
-  page.on('console', (m) => consoleLines.push(`[console.${m.type()}] ${m.text()}`));
-  page.on('pageerror', (e) => consoleLines.push(`[pageerror] ${e.stack || e.message}`));
-  page.on('requestfailed', (r) => consoleLines.push(`[requestfailed] ${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
-  page.on('response', (r) => {
-    if (r.status() >= 400) consoleLines.push(`[http ${r.status()}] ${r.request().method()} ${r.url()}`);
-  });
+  const consoleLines = capturePageLog(page);
   await page.goto(url, { waitUntil: 'load', timeout: 15_000 });
   return { context, page, consoleLines };
+}
+
+/**
+ * Console messages, page errors, failed requests and HTTP errors of `page`, collected into the returned
+ * array for failure dumps. Playwright and puppeteer pages emit these events with the same names and shapes.
+ */
+export function capturePageLog(page) {
+  const lines = [];
+  page.on('console', (m) => lines.push(`[console.${m.type()}] ${m.text()}`));
+  page.on('pageerror', (e) => lines.push(`[pageerror] ${e.stack || e.message}`));
+  page.on('requestfailed', (r) => lines.push(`[requestfailed] ${r.method()} ${r.url()}: ${r.failure()?.errorText}`));
+  page.on('response', (r) => {
+    if (r.status() >= 400) lines.push(`[http ${r.status()}] ${r.request().method()} ${r.url()}`);
+  });
+  return lines;
 }
 
 /** Snapshot of window.voiceEdge without the RTCPeerConnection. */

@@ -11,7 +11,7 @@ import path from 'node:path';
 import tls from 'node:tls';
 import { after, before, describe, test } from 'node:test';
 import { chromium } from 'playwright-core';
-import { CHROMIUM, chromiumArgs, diagnostics, freeTcpPort, rtcStats, startCallAndWaitForAudio, startServer, timingsLine } from './harness.mjs';
+import { CHROMIUM, capturePageLog, chromiumArgs, diagnostics, freeTcpPort, rtcStats, startCallAndWaitForAudio, startServer, timingsLine } from './harness.mjs';
 import { firefoxDemoTurn, inboundAudioStats, launchFirefox, openFirefoxPage } from './firefox.mjs';
 
 describe('LAN mode: HTTPS on the LAN address', { timeout: 120_000 }, () => {
@@ -51,8 +51,7 @@ describe('LAN mode: HTTPS on the LAN address', { timeout: 120_000 }, () => {
     const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: chromiumArgs(), timeout: 30_000 });
     const context = await browser.newContext({ ignoreHTTPSErrors: true });
     const page = await context.newPage();
-    const consoleLines = [];
-    page.on('console', (m) => consoleLines.push(`[console.${m.type()}] ${m.text()}`));
+    const consoleLines = capturePageLog(page);
     try {
       await page.goto(server.lanUrl, { waitUntil: 'load', timeout: 15_000 });
       assert.equal(await page.evaluate(() => window.isSecureContext), true, 'https on the LAN address is a secure context');
