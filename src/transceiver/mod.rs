@@ -13,7 +13,7 @@ mod worker;
 
 pub use media::VoiceTimings;
 pub use peer::{AnswerError, opus as opus_codec};
-pub use session::{SessionCounters, SessionState};
+pub use session::{ClientReport, SessionCounters, SessionState};
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
@@ -159,6 +159,9 @@ pub struct CallInfo {
     pub connect_ms: Option<u64>,
     pub counters: SessionCounters,
     pub voice: VoiceTimings,
+    /// The client's RTCP view of our audio (loss, jitter); none before its first report.
+    #[serde(default)]
+    pub client_report: Option<ClientReport>,
 }
 
 pub(crate) enum Command {

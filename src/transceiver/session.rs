@@ -37,6 +37,24 @@ pub enum SessionState {
     Closed,
 }
 
+/// What the client's RTCP reports say about the audio we send it: the far end's view of loss and
+/// jitter, which no server-side counter can see. Read from the `rtc` core's remote-inbound-rtp
+/// stats, which vendor/rtc's patch feeds from incoming reports.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct ClientReport {
+    /// Reports received (receiver reports, or sender reports' blocks, about our audio).
+    pub reports: u64,
+    /// Packets the client counts as lost, over the call.
+    pub packets_lost: i64,
+    /// Of the packets expected in the last report interval, the share lost (0–1).
+    pub fraction_lost: f64,
+    /// Interarrival jitter at the client, ms.
+    pub jitter_ms: f64,
+}
+
+/// Opus's RTP clock: report jitter is in its ticks.
+const OPUS_CLOCK_HZ: f64 = 48_000.0;
+
 #[derive(Debug, Default, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct SessionCounters {
     pub packets_in: u64,
@@ -138,6 +156,28 @@ impl Session {
             events_channel: None,
             tts_requests: Vec::new(),
         }
+    }
+
+    /// The client's RTCP view of our audio; `None` until its first report.
+    pub fn client_report(&mut self, now: Instant) -> Option<ClientReport> {
+        use rtc::statistics::StatsSelector;
+        use rtc::statistics::report::RTCStatsReportEntry;
+        let report = self
+            .pc
+            .get_stats(now, StatsSelector::Sender(self.audio_sender));
+        report.iter().find_map(|e| match e {
+            RTCStatsReportEntry::RemoteInboundRtp(r) if r.round_trip_time_measurements > 0 => {
+                Some(ClientReport {
+                    reports: r.round_trip_time_measurements,
+                    packets_lost: r.received_rtp_stream_stats.packets_lost,
+                    fraction_lost: r.fraction_lost,
+                    // rtc passes the report's value through in RTP clock ticks, though the
+                    // stats field is documented in seconds.
+                    jitter_ms: r.received_rtp_stream_stats.jitter / OPUS_CLOCK_HZ * 1000.0,
+                })
+            }
+            _ => None,
+        })
     }
 
     /// Answer → ICE selected and answer → DTLS connected, the first time both are known.

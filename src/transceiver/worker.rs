@@ -420,8 +420,9 @@ impl Worker {
                 let now = Instant::now();
                 let list = self
                     .sessions
-                    .values()
+                    .values_mut()
                     .map(|s| CallInfo {
+                        client_report: s.client_report(now),
                         call_id: s.call_id.clone(),
                         cluster: self.cfg.cluster,
                         transceiver: self.cfg.id,

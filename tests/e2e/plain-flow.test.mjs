@@ -118,10 +118,19 @@ describe('plain WebRTC flow (fetch + RTCPeerConnection, no SDK) in headless chro
       assert.ok(audio1.packetsReceived > (audio0?.packetsReceived ?? 0), `packetsReceived ${audio0?.packetsReceived} → ${audio1.packetsReceived}`);
       assert.ok(audio1.totalAudioEnergy > (audio0?.totalAudioEnergy ?? 0), `totalAudioEnergy ${audio0?.totalAudioEnergy} → ${audio1.totalAudioEnergy}`);
 
-      const call = findCall(await adminCalls(server), started.calls.location?.split('/').pop());
+      // The browser's RTCP on our audio reaches the call's record: loss and jitter as it sees them.
+      const callId = started.calls.location?.split('/').pop();
+      let call = findCall(await adminCalls(server), callId);
+      for (let i = 0; i < 80 && !call?.client_report; i++) {
+        await sleep(100);
+        call = findCall(await adminCalls(server), callId);
+      }
+      const rr = call?.client_report;
+      assert.ok(rr?.reports > 0, `no RTCP report from the browser in /admin/calls: ${JSON.stringify(call)}`);
+      assert.ok(rr.packets_lost >= 0 && rr.fraction_lost >= 0 && rr.jitter_ms > 0 && rr.jitter_ms < 500, JSON.stringify(rr));
       console.log(
         `plain flow: spoken turn → "${reply.transcript}", ${audio1.packetsReceived} packets, energy ${audio1.totalAudioEnergy.toFixed(4)}; ` +
-          `/admin/calls voice ${JSON.stringify(call?.voice ?? call)}`,
+          `/admin/calls voice ${JSON.stringify(call?.voice ?? call)}, client RTCP ${JSON.stringify(rr)}`,
       );
     } catch (err) {
       const parts = [];

@@ -91,10 +91,20 @@ impl<'a> InterceptorHandler<'a> {
                 }
             }
 
-            // Try to downcast to ReceiverReport
-            if let Some(rr) = packet.as_any().downcast_ref::<ReceiverReport>() {
+            // Report blocks about our streams come in receiver reports and, from a peer that
+            // also sends (every browser in a voice call), in its sender reports.
+            // (voice-edge patch: the sender reports' blocks were ignored.)
+            let blocks = if let Some(rr) = packet.as_any().downcast_ref::<ReceiverReport>() {
+                Some(&rr.reports)
+            } else {
+                packet
+                    .as_any()
+                    .downcast_ref::<SenderReport>()
+                    .map(|sr| &sr.reports)
+            };
+            if let Some(reports) = blocks {
                 // RR contains info about how the remote receiver is receiving our stream
-                for report in &rr.reports {
+                for report in reports {
                     if let Some(stream) = self.stats.outbound_rtp_streams.get_mut(&report.ssrc) {
                         let fraction_lost = report.fraction_lost as f64 / 256.0;
 
@@ -739,6 +749,12 @@ impl<'a>
         if self.ctx.is_dtls_handshake_complete
             && let RTCMessageInternal::Rtp(RTPMessage::Packet(packet)) = msg.message
         {
+            // voice-edge patch: incoming RTCP feeds the stats before the chain consumes it (the
+            // report interceptors strip sender/receiver reports to empty attribute carriers, and
+            // this method existed but was never called, so remote-inbound-rtp stayed at zero).
+            if let Packet::Rtcp(rtcp_packets) = &packet {
+                self.process_read_rtcp_for_stats(rtcp_packets, msg.now);
+            }
             if let Packet::Rtp(rtp_packet) = &packet {
                 // Establish the stream *before* the chain is handed the packet. The codec can only
                 // be resolved from an arriving payload type, so this is the first moment it can be
