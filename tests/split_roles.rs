@@ -219,6 +219,10 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
             t.record.id
         );
         assert!(text.contains("voice_edge_transceiver_timer_lag_seconds_bucket{le=\"+Inf\"}"));
+        assert!(
+            !text.contains("voice_edge_transceiver_setup_seconds_count{step=\"first_audio\"} 0\n"),
+            "loopback echoed audio, so first audio was sent:\n{text}"
+        );
     }
     let m = http_get(cluster.signaling.admin_addr.unwrap(), "/metrics").await;
     assert!(

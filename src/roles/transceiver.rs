@@ -209,7 +209,7 @@ pub async fn metrics(h: &TransceiverHandle) -> String {
     st.answer_to_ice.render(
         &mut out,
         "voice_edge_transceiver_setup_seconds",
-        "Call setup from the answer: to the ICE pair selected (step=ice), to DTLS connected (step=dtls).",
+        "Call setup from the answer: to the ICE pair selected (step=ice), to DTLS connected (step=dtls), to the first audio sent (step=first_audio; with echo and tts it includes the model's turn).",
         "step=\"ice\"",
     );
     // One family, two label sets: the second rendering's HELP/TYPE lines are dropped.
@@ -221,6 +221,14 @@ pub async fn metrics(h: &TransceiverHandle) -> String {
         "step=\"dtls\"",
     );
     out.extend(dtls.lines().skip(2).map(|l| format!("{l}\n")));
+    let mut audio = String::new();
+    st.answer_to_audio.render(
+        &mut audio,
+        "voice_edge_transceiver_setup_seconds",
+        "",
+        "step=\"first_audio\"",
+    );
+    out.extend(audio.lines().skip(2).map(|l| format!("{l}\n")));
     st.timer_lag.render(
         &mut out,
         "voice_edge_transceiver_timer_lag_seconds",

@@ -100,6 +100,8 @@ pub struct WorkerStats {
     /// Answer sent → ICE pair selected, and → DTLS connected, per connected call.
     pub answer_to_ice: crate::ops::Histogram,
     pub answer_to_dtls: crate::ops::Histogram,
+    /// Answer sent → first audio packet sent to the client.
+    pub answer_to_audio: crate::ops::Histogram,
     /// How late session timers fired.
     pub timer_lag: crate::ops::Histogram,
 }
@@ -118,6 +120,7 @@ impl WorkerStats {
             answer_to_ice: self.answer_to_ice.merge(&o.answer_to_ice),
             answer_to_dtls: self.answer_to_dtls.merge(&o.answer_to_dtls),
             timer_lag: self.timer_lag.merge(&o.timer_lag),
+            answer_to_audio: self.answer_to_audio.merge(&o.answer_to_audio),
             ended: EndCounters {
                 hangup: a.hangup + b.hangup,
                 peer_closed: a.peer_closed + b.peer_closed,

@@ -86,6 +86,9 @@ pub struct Session {
     pub connected_at: Option<Instant>,
     /// The setup timeline went into the worker's histograms (once per call).
     setup_reported: bool,
+    /// The first audio packet we sent, and whether the worker has counted it.
+    first_audio_at: Option<Instant>,
+    first_audio_reported: bool,
     /// When ICE selected its pair: with ICE-lite that is the client's first valid check, not
     /// its later nomination (see vendor/rtc-ice/PATCHED.md).
     pub ice_connected_at: Option<Instant>,
@@ -141,6 +144,8 @@ impl Session {
             created: now,
             connected_at: None,
             setup_reported: false,
+            first_audio_at: None,
+            first_audio_reported: false,
             ice_connected_at: None,
             last_consent: now,
             last_heard: now,
@@ -178,6 +183,17 @@ impl Session {
             }
             _ => None,
         })
+    }
+
+    /// Answer → first audio sent to the client, once. With `loopback` that is the network path;
+    /// with `echo` and `tts` it includes the model's turn.
+    pub fn take_first_audio(&mut self) -> Option<Duration> {
+        if self.first_audio_reported {
+            return None;
+        }
+        let at = self.first_audio_at?;
+        self.first_audio_reported = true;
+        Some(at - self.created)
     }
 
     /// Answer → ICE selected and answer → DTLS connected, the first time both are known.
@@ -340,6 +356,7 @@ impl Session {
     }
 
     fn send_audio(&mut self, now: Instant, payload: Bytes, samples: u32) {
+        self.first_audio_at.get_or_insert(now);
         if self.state != SessionState::Connected {
             return;
         }

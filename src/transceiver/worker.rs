@@ -67,6 +67,7 @@ pub(super) struct Worker {
     answer_to_dtls: crate::ops::Histogram,
     /// How late session timers fire (media pacing is one): the loop's health under load.
     timer_lag: crate::ops::Histogram,
+    answer_to_audio: crate::ops::Histogram,
     last_housekeeping: Instant,
     /// Where TTS threads hand synthesized speech back.
     commands: async_channel::Sender<Command>,
@@ -111,6 +112,7 @@ impl Worker {
             answer_to_ice: Default::default(),
             answer_to_dtls: Default::default(),
             timer_lag: Default::default(),
+            answer_to_audio: Default::default(),
             last_housekeeping: Instant::now(),
             commands: p.commands,
         }
@@ -266,6 +268,9 @@ impl Worker {
         };
         s.drive(now);
         flush(socket, s, &mut self.send_buf);
+        if let Some(d) = s.take_first_audio() {
+            self.answer_to_audio.record(d);
+        }
         if let Some((ice, dtls)) = s.take_setup_timeline() {
             self.answer_to_ice.record(ice);
             self.answer_to_dtls.record(dtls);
@@ -414,6 +419,7 @@ impl Worker {
                     answer_to_ice: self.answer_to_ice,
                     answer_to_dtls: self.answer_to_dtls,
                     timer_lag: self.timer_lag,
+                    answer_to_audio: self.answer_to_audio,
                 });
             }
             Command::List { reply } => {
