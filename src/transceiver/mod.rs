@@ -6,6 +6,7 @@
 //! relay link header (the normal path) or bare, from a client connecting directly.
 
 pub mod call_id;
+pub mod endpoint;
 mod media;
 mod peer;
 mod session;

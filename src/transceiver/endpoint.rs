@@ -1,0 +1,571 @@
+//! The transceiver's sans-I/O core, one per worker: its calls, their indexes and timer heap, the
+//! lifecycle rules, NAT-move and relay-link policy. It owns no socket and reads no clock, so
+//! every rule is tested in virtual time (`endpoint/tests.rs`), as str0m's `Rtc` and quinn-proto's
+//! `Endpoint` are.
+//!
+//! # Drive contract
+//!
+//! - Feed every datagram the socket receives to [`Endpoint::handle_datagram`], with the time it
+//!   arrived and its source address.
+//! - Call [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`] is due (it may be called earlier;
+//!   it does only what is due).
+//! - After any input, drain [`Endpoint::poll_transmit`] (datagrams to send, in order) and
+//!   [`Endpoint::poll_synthesis`] (speech to synthesize off the loop; hand the result back with
+//!   [`Endpoint::tts_ready`]).
+//! - `now` must never go backwards.
+//!
+//! Demultiplexing follows ICE itself: a STUN binding request names its session by the server
+//! ufrag in USERNAME (which is how a new client address, or a NAT rebinding, is learned);
+//! everything else is matched by the client's address. Timers live in a min-heap keyed by each
+//! session's `poll_timeout`, with stale entries skipped on pop, so a turn costs O(log n)
+//! however many calls are idle.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use rtc::peer_connection::certificate::RTCCertificate;
+use rtc::sansio::Protocol;
+use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
+
+use super::media::TtsRequest;
+use super::peer::{self, PeerParams};
+use super::session::{NewSession, Session, SessionState};
+use super::{CallInfo, CreatedCall, EndCounters, TransceiverConfig, WorkerStats};
+use crate::routing::link::LinkHeader;
+use crate::routing::stun::{PacketKind, classify, peek_binding_username};
+use crate::routing::ufrag;
+
+/// Lifecycle deadlines are checked this often: their O(calls) scan is not paid per datagram.
+pub const HOUSEKEEPING: Duration = Duration::from_millis(500);
+
+type Key = u64;
+
+/// A datagram for the socket: to a relay's link address with the link header in front, or bare
+/// to a client that talks to this socket directly.
+#[derive(Debug)]
+pub struct Transmit {
+    pub to: SocketAddr,
+    pub link: Option<LinkHeader>,
+    pub payload: BytesMut,
+}
+
+/// Speech a call needs synthesized (espeak-ng is a subprocess: never on the socket loop).
+pub struct Synthesis {
+    pub call_id: String,
+    pub request: TtsRequest,
+}
+
+/// Why a session is being removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndReason {
+    Hangup,
+    PeerClosed,
+    SetupTimeout,
+    ConsentExpired,
+    IdleTimeout,
+    Shutdown,
+}
+
+pub struct Endpoint {
+    cfg: TransceiverConfig,
+    index: u8,
+    /// The candidate put in answers: the relay, or this worker's own socket.
+    advertise: SocketAddr,
+    certificate: RTCCertificate,
+    /// Boxed: a session is several KB, so the map stays small and rehashing moves pointers.
+    sessions: HashMap<Key, Box<Session>>,
+    by_ufrag: HashMap<String, Key>,
+    by_addr: HashMap<SocketAddr, Key>,
+    by_call: HashMap<String, Key>,
+    timers: BinaryHeap<Reverse<(Instant, Key)>>,
+    next_key: Key,
+    transmits: VecDeque<Transmit>,
+    synthesis: VecDeque<Synthesis>,
+    dropped_unknown: u64,
+    ended: EndCounters,
+    answer_to_ice: crate::ops::Histogram,
+    answer_to_dtls: crate::ops::Histogram,
+    answer_to_audio: crate::ops::Histogram,
+    /// How late session timers fire (media pacing is one): the loop's health under load.
+    timer_lag: crate::ops::Histogram,
+    last_housekeeping: Instant,
+}
+
+impl Endpoint {
+    pub fn new(
+        now: Instant,
+        cfg: TransceiverConfig,
+        index: u8,
+        advertise: SocketAddr,
+        certificate: RTCCertificate,
+    ) -> Self {
+        Endpoint {
+            cfg,
+            index,
+            advertise,
+            certificate,
+            sessions: HashMap::new(),
+            by_ufrag: HashMap::new(),
+            by_addr: HashMap::new(),
+            by_call: HashMap::new(),
+            timers: BinaryHeap::new(),
+            next_key: 1,
+            transmits: VecDeque::new(),
+            synthesis: VecDeque::new(),
+            dropped_unknown: 0,
+            ended: Default::default(),
+            answer_to_ice: Default::default(),
+            answer_to_dtls: Default::default(),
+            answer_to_audio: Default::default(),
+            timer_lag: Default::default(),
+            last_housekeeping: now,
+        }
+    }
+
+    /// Live calls.
+    pub fn len(&self) -> usize {
+        self.sessions.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.sessions.is_empty()
+    }
+
+    pub fn poll_transmit(&mut self) -> Option<Transmit> {
+        self.transmits.pop_front()
+    }
+
+    pub fn poll_synthesis(&mut self) -> Option<Synthesis> {
+        self.synthesis.pop_front()
+    }
+
+    /// When [`Endpoint::handle_timeout`] is next due: the earliest session timer, or the next
+    /// lifecycle check.
+    pub fn poll_timeout(&self) -> Instant {
+        let housekeeping = self.last_housekeeping + HOUSEKEEPING;
+        self.timers
+            .peek()
+            .map(|Reverse((t, _))| *t)
+            .map_or(housekeeping, |t| t.min(housekeeping))
+    }
+
+    /// Fires every session timer that is due, then the lifecycle checks if they are due.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.fire_timers(now);
+        self.housekeeping(now);
+    }
+
+    /// Ends a call (the client is told: DTLS close_notify); false when it is not here.
+    pub fn hangup(&mut self, now: Instant, call_id: &str) -> bool {
+        let key = self.by_call.get(call_id).copied();
+        if let Some(k) = key {
+            self.end_session(now, k, EndReason::Hangup);
+        }
+        key.is_some()
+    }
+
+    /// A new offer on a live call (ICE restart); `None` when the call is not here.
+    pub fn renegotiate(
+        &mut self,
+        now: Instant,
+        call_id: &str,
+        offer_sdp: String,
+    ) -> Option<Result<String, peer::AnswerError>> {
+        let key = *self.by_call.get(call_id)?;
+        let r = self
+            .sessions
+            .get_mut(&key)
+            .map(|s| peer::reanswer(&mut s.pc, now, offer_sdp));
+        if let Some(Ok(_)) = &r {
+            log::info!("{call_id}: renegotiated (new offer on a live call)");
+        }
+        self.after_input(key, now);
+        r
+    }
+
+    /// Speech synthesized for a call's response (see [`Endpoint::poll_synthesis`]).
+    pub fn tts_ready(
+        &mut self,
+        now: Instant,
+        call_id: &str,
+        response_id: &str,
+        speech: crate::audio::tts::Speech,
+    ) {
+        if let Some(&key) = self.by_call.get(call_id) {
+            if let Some(s) = self.sessions.get_mut(&key) {
+                s.on_tts_ready(now, response_id, speech);
+            }
+            self.after_input(key, now);
+        }
+    }
+
+    /// Ends every call, telling each client (shutdown).
+    pub fn close_all(&mut self, now: Instant) {
+        let keys: Vec<Key> = self.sessions.keys().copied().collect();
+        for k in keys {
+            self.end_session(now, k, EndReason::Shutdown);
+        }
+    }
+
+    /// The bookkeeping sizes and counters, so tests and operators can see ended calls leave
+    /// nothing behind.
+    pub fn stats(&self) -> WorkerStats {
+        WorkerStats {
+            sessions: self.sessions.len(),
+            ufrag_index: self.by_ufrag.len(),
+            addr_index: self.by_addr.len(),
+            call_index: self.by_call.len(),
+            timers: self.timers.len(),
+            dropped_unknown: self.dropped_unknown,
+            ended: self.ended,
+            answer_to_ice: self.answer_to_ice,
+            answer_to_dtls: self.answer_to_dtls,
+            timer_lag: self.timer_lag,
+            answer_to_audio: self.answer_to_audio,
+        }
+    }
+
+    /// Every live call, as the admin endpoint lists it.
+    pub fn list(&mut self, now: Instant) -> Vec<CallInfo> {
+        let (cluster, transceiver, worker) = (self.cfg.cluster, self.cfg.id, self.index);
+        self.sessions
+            .values_mut()
+            .map(|s| CallInfo {
+                client_report: s.client_report(now),
+                call_id: s.call_id.clone(),
+                cluster,
+                transceiver,
+                worker,
+                client: s.client,
+                via_relay: s.via.map(|(a, _)| a),
+                state: s.state,
+                age_ms: now.duration_since(s.created).as_millis() as u64,
+                voice: s.timings(),
+                ice_ms: s
+                    .ice_connected_at
+                    .map(|c| c.duration_since(s.created).as_millis() as u64),
+                connect_ms: s
+                    .connected_at
+                    .map(|c| c.duration_since(s.created).as_millis() as u64),
+                counters: s.counters,
+            })
+            .collect()
+    }
+
+    /// A datagram from the socket: from a relay (link header in front) or a direct client.
+    pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, pkt: &[u8]) {
+        let (via, client, payload) = if crate::routing::link::is_link_packet(pkt) {
+            match LinkHeader::parse(pkt) {
+                Ok((h, inner)) => (Some((from, h.ingress)), h.client, inner),
+                Err(_) => return,
+            }
+        } else {
+            (None, from, pkt)
+        };
+        if payload.is_empty() {
+            return;
+        }
+        let mut consent = false;
+        let key = match classify(payload[0]) {
+            PacketKind::Stun => match peek_binding_username(payload) {
+                Ok(u) => {
+                    let k = self.lookup_ufrag(u);
+                    consent = k.is_some();
+                    k.or_else(|| self.by_addr.get(&client).copied())
+                }
+                // Binding responses and indications belong to whoever owns the address.
+                Err(_) => self.by_addr.get(&client).copied(),
+            },
+            _ => self.by_addr.get(&client).copied(),
+        };
+        let Some(key) = key else {
+            self.dropped_unknown += 1;
+            return;
+        };
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        // The stack always sees the client at the address it first came from, so ICE consent
+        // and the DTLS association (keyed by peer address) survive a NAT rebinding. Where we
+        // *send* moves only once the stack has accepted an authenticated binding request from
+        // the new address (see `flush`), so a forged packet cannot redirect the call.
+        let canonical = *s.canonical.get_or_insert(client);
+        match s.client {
+            None => {
+                self.by_addr.insert(client, key);
+                s.client = Some(client);
+            }
+            Some(current) if current != client => {
+                self.by_addr.insert(client, key);
+                if consent && payload.len() >= 20 {
+                    let mut txid = [0u8; 12];
+                    txid.copy_from_slice(&payload[8..20]);
+                    s.pending_move = Some((client, txid));
+                }
+            }
+            Some(_) => {}
+        }
+        s.via = via;
+        if consent {
+            s.last_consent = now;
+        }
+        s.counters.packets_in += 1;
+        s.counters.bytes_in += payload.len() as u64;
+        let msg = TaggedBytesMut {
+            now,
+            transport: TransportContext {
+                local_addr: s.candidate,
+                peer_addr: canonical,
+                ecn: None,
+                transport_protocol: TransportProtocol::UDP,
+            },
+            message: BytesMut::from(payload),
+        };
+        if let Err(e) = s.pc.handle_read(msg) {
+            log::debug!("{}: handle_read: {e}", s.call_id);
+        }
+        self.after_input(key, now);
+    }
+
+    fn lookup_ufrag(&self, ufrag: &[u8]) -> Option<Key> {
+        std::str::from_utf8(ufrag)
+            .ok()
+            .and_then(|u| self.by_ufrag.get(u).copied())
+    }
+
+    /// Runs a session after it was given input: drive, flush, reschedule.
+    fn after_input(&mut self, key: Key, now: Instant) {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        s.drive(now);
+        drain_session(s, &mut self.transmits);
+        if let Some(d) = s.take_first_audio() {
+            self.answer_to_audio.record(d);
+        }
+        if let Some((ice, dtls)) = s.take_setup_timeline() {
+            self.answer_to_ice.record(ice);
+            self.answer_to_dtls.record(dtls);
+        }
+        for request in s.take_tts_requests() {
+            self.synthesis.push_back(Synthesis {
+                call_id: s.call_id.clone(),
+                request,
+            });
+        }
+        // A deadline that is already due is retried a millisecond later: a component that keeps
+        // asking for "now" must not spin the loop (every other session would starve).
+        let next = s
+            .poll_timeout()
+            .map(|t| t.max(now + Duration::from_millis(1)));
+        if next != s.next_timeout {
+            s.next_timeout = next;
+            if let Some(t) = next {
+                self.timers.push(Reverse((t, key)));
+            }
+        }
+        if s.state == SessionState::Closed {
+            self.end_session(now, key, EndReason::PeerClosed);
+        }
+    }
+
+    fn fire_timers(&mut self, now: Instant) {
+        while let Some(Reverse((t, key))) = self.timers.peek().copied() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(s) = self.sessions.get_mut(&key) else {
+                continue;
+            };
+            if s.next_timeout != Some(t) {
+                continue; // superseded by a later reschedule
+            }
+            s.next_timeout = None;
+            self.timer_lag.record(now - t);
+            s.handle_timeout(now);
+            self.after_input(key, now);
+        }
+    }
+
+    /// Enforces the lifecycle deadlines; runs at most every [`HOUSEKEEPING`], so its O(calls)
+    /// scan is not paid per datagram.
+    fn housekeeping(&mut self, now: Instant) {
+        if now.duration_since(self.last_housekeeping) < HOUSEKEEPING {
+            return;
+        }
+        self.last_housekeeping = now;
+        let l = self.cfg.lifecycle;
+        let expired: Vec<(Key, EndReason)> = self
+            .sessions
+            .iter()
+            .filter_map(|(k, s)| {
+                let reason = if s.state == SessionState::Closed {
+                    EndReason::PeerClosed
+                } else if s.connected_at.is_none()
+                    && now.duration_since(s.created) > l.setup_deadline
+                {
+                    EndReason::SetupTimeout
+                } else if s.connected_at.is_some()
+                    && now.duration_since(s.last_consent) > l.consent_timeout
+                {
+                    EndReason::ConsentExpired
+                } else if now.duration_since(s.last_heard) > l.idle_timeout {
+                    EndReason::IdleTimeout
+                } else {
+                    return None;
+                };
+                Some((*k, reason))
+            })
+            .collect();
+        for (k, reason) in expired {
+            self.end_session(now, k, reason);
+        }
+        // Entries of ended sessions are skipped on pop; drop them in bulk when they pile up.
+        if self.timers.len() > 4 * self.sessions.len() + 64 {
+            let sessions = &self.sessions;
+            self.timers.retain(|Reverse((t, k))| {
+                sessions.get(k).is_some_and(|s| s.next_timeout == Some(*t))
+            });
+        }
+    }
+
+    /// Answers an offer with a new call, registered before the answer is returned so the
+    /// client's first check can never arrive ahead of the ufrag it names.
+    pub fn create_call(
+        &mut self,
+        now: Instant,
+        offer_sdp: String,
+        model: String,
+    ) -> Result<CreatedCall, peer::AnswerError> {
+        let ufrag = ufrag::mint(
+            &self.cfg.route_keys,
+            self.cfg.cluster,
+            self.cfg.id,
+            self.index,
+        );
+        let call_id = super::call_id::mint(super::call_id::CallPlace {
+            cluster: self.cfg.cluster,
+            transceiver: self.cfg.id,
+            worker: self.index,
+        });
+        let answered = peer::answer(
+            now,
+            PeerParams {
+                offer_sdp,
+                ufrag: ufrag.clone(),
+                pwd: ufrag::random_ice_pwd(),
+                candidate: self.advertise,
+                certificate: &self.certificate,
+                stream_id: &call_id,
+            },
+        )?;
+        let key = self.next_key;
+        self.next_key += 1;
+        let session = Session::new(
+            now,
+            NewSession {
+                call_id: call_id.clone(),
+                ufrag: ufrag.clone(),
+                pc: answered.pc,
+                candidate: self.advertise,
+                audio_sender: answered.audio_sender,
+                audio_ssrc: answered.audio_ssrc,
+                model,
+            },
+        );
+        self.sessions.insert(key, Box::new(session));
+        self.by_ufrag.insert(ufrag, key);
+        self.by_call.insert(call_id.clone(), key);
+        self.after_input(key, now);
+        log::info!(
+            "call {call_id} on cluster {} transceiver {}.{} (candidate {})",
+            self.cfg.cluster,
+            self.cfg.id,
+            self.index,
+            self.advertise
+        );
+        Ok(CreatedCall {
+            call_id,
+            answer_sdp: answered.answer_sdp,
+            cluster: self.cfg.cluster,
+            transceiver: self.cfg.id,
+            worker: self.index,
+            candidate: self.advertise,
+        })
+    }
+
+    /// Closes the peer connection (sending DTLS close_notify / SCTP ABORT to the client) and
+    /// drops every index entry that points at the session.
+    fn end_session(&mut self, now: Instant, key: Key, reason: EndReason) {
+        let Some(mut s) = self.sessions.remove(&key) else {
+            return;
+        };
+        let e = &mut self.ended;
+        match reason {
+            EndReason::Hangup => e.hangup += 1,
+            EndReason::PeerClosed => e.peer_closed += 1,
+            EndReason::SetupTimeout => e.setup_timeout += 1,
+            EndReason::ConsentExpired => e.consent_expired += 1,
+            EndReason::IdleTimeout => e.idle_timeout += 1,
+            EndReason::Shutdown => e.shutdown += 1,
+        }
+        let _ = s.pc.close();
+        drain_session(&mut s, &mut self.transmits);
+        self.by_ufrag.remove(&s.ufrag);
+        self.by_call.remove(&s.call_id);
+        self.by_addr.retain(|_, k| *k != key);
+        log::info!(
+            "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",
+            s.call_id,
+            now.duration_since(s.created),
+            s.counters.packets_in,
+            s.counters.packets_out
+        );
+    }
+}
+
+/// A STUN Binding success response for transaction `txid`: the stack's proof that it verified
+/// the request (MESSAGE-INTEGRITY with our ICE password).
+fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
+    pkt.len() >= 20 && pkt[0] == 0x01 && pkt[1] == 0x01 && &pkt[8..20] == txid
+}
+
+/// Sends what the session queued: wrapped in the link header back to the relay it came
+/// through, or bare to a direct client. Send errors are dropped like any UDP loss.
+/// Queues what the session wrote: wrapped in the link header back to the relay it came
+/// through, or bare to a direct client. Where it goes moves to a new client address only once
+/// the stack has answered an authenticated binding request from there.
+fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
+    while let Some(w) = s.pc.poll_write() {
+        if let Some((addr, txid)) = s.pending_move
+            && is_binding_success(&w.message, &txid)
+        {
+            log::info!("{}: client moved {:?} -> {addr}", s.call_id, s.client);
+            s.client = Some(addr);
+            s.pending_move = None;
+        }
+        let peer = s.client.unwrap_or(w.transport.peer_addr);
+        s.counters.packets_out += 1;
+        s.counters.bytes_out += w.message.len() as u64;
+        out.push_back(match s.via {
+            Some((relay, ingress)) => Transmit {
+                to: relay,
+                link: Some(LinkHeader {
+                    ingress,
+                    client: peer,
+                }),
+                payload: w.message,
+            },
+            None => Transmit {
+                to: peer,
+                link: None,
+                payload: w.message,
+            },
+        });
+    }
+}
+
