@@ -368,7 +368,8 @@ impl Endpoint {
             }
         }
         if s.state == SessionState::Closed {
-            self.end_session(now, key, EndReason::PeerClosed);
+            let reason = closed_reason(s);
+            self.end_session(now, key, reason);
         }
     }
 
@@ -404,7 +405,7 @@ impl Endpoint {
             .iter()
             .filter_map(|(k, s)| {
                 let reason = if s.state == SessionState::Closed {
-                    EndReason::PeerClosed
+                    closed_reason(s)
                 } else if s.connected_at.is_none()
                     && now.duration_since(s.created) > l.setup_deadline
                 {
@@ -528,6 +529,17 @@ impl Endpoint {
     }
 }
 
+/// Why a session whose peer connection closed ended: its ICE agent's failure timeout fires
+/// before our own deadlines, so a client that never arrived or stopped consenting shows up as a
+/// closed connection, and is counted as what it is.
+fn closed_reason(s: &Session) -> EndReason {
+    match (s.ice_failed, s.connected_at.is_some()) {
+        (true, false) => EndReason::SetupTimeout,
+        (true, true) => EndReason::ConsentExpired,
+        (false, _) => EndReason::PeerClosed,
+    }
+}
+
 /// A STUN Binding success response for transaction `txid`: the stack's proof that it verified
 /// the request (MESSAGE-INTEGRITY with our ICE password).
 fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
@@ -569,3 +581,5 @@ fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
     }
 }
 
+#[cfg(test)]
+mod tests;

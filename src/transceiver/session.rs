@@ -84,6 +84,9 @@ pub struct Session {
     pub state: SessionState,
     pub created: Instant,
     pub connected_at: Option<Instant>,
+    /// The ICE agent gave up: no valid checks for its failure timeout. Before the call connected
+    /// that is a client that never arrived; after, a client that stopped consenting.
+    pub ice_failed: bool,
     /// The setup timeline went into the worker's histograms (once per call).
     setup_reported: bool,
     /// The first audio packet we sent, and whether the worker has counted it.
@@ -143,6 +146,7 @@ impl Session {
             state: SessionState::Connecting,
             created: now,
             connected_at: None,
+            ice_failed: false,
             setup_reported: false,
             first_audio_at: None,
             first_audio_reported: false,
@@ -290,6 +294,11 @@ impl Session {
                 RTCIceConnectionState::Connected,
             ) => {
                 self.ice_connected_at.get_or_insert(now);
+            }
+            RTCPeerConnectionEvent::OnIceConnectionStateChangeEvent(
+                RTCIceConnectionState::Failed,
+            ) => {
+                self.ice_failed = true;
             }
             RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnOpen(id)) => {
                 let label = self.pc.data_channel(id).map(|dc| dc.label().to_owned());

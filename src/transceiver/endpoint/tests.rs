@@ -1,0 +1,518 @@
+//! The lifecycle rules in virtual time: an [`Endpoint`] and real `rtc` client peers exchange
+//! datagrams in memory while a fake clock jumps from deadline to deadline, so a 30 s consent
+//! expiry or a 2 min idle timeout takes milliseconds and nothing depends on the machine's load.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use rtc::interceptor::Registry;
+use rtc::media_stream::MediaStreamTrack;
+use rtc::peer_connection::certificate::{CertificateParams, RTCCertificate};
+use rtc::peer_connection::configuration::RTCConfigurationBuilder;
+use rtc::peer_connection::configuration::media_engine::MediaEngine;
+use rtc::peer_connection::event::{RTCDataChannelEvent, RTCPeerConnectionEvent};
+use rtc::peer_connection::message::RTCMessage;
+use rtc::peer_connection::sdp::RTCSessionDescription;
+use rtc::peer_connection::state::RTCPeerConnectionState;
+use rtc::peer_connection::transport::{CandidateConfig, CandidateHostConfig, RTCIceCandidate};
+use rtc::peer_connection::{RTCPeerConnection, RTCPeerConnectionBuilder};
+use rtc::rtp_transceiver::RTCRtpSenderId;
+use rtc::rtp_transceiver::rtp_sender::{
+    RTCRtpCodingParameters, RTCRtpEncodingParameters, RtpCodecKind,
+};
+use rtc::sansio::Protocol;
+use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
+
+use super::{EndReason, Endpoint};
+use crate::routing::RouteKeys;
+use crate::routing::link::LinkHeader;
+use crate::transceiver::{AnswerCandidate, Lifecycle, SessionState, TransceiverConfig};
+
+const SERVER: &str = "192.0.2.10:3478";
+const RELAY_LINK: &str = "10.0.0.1:3479";
+
+fn certificate() -> RTCCertificate {
+    let provider = rtc::crypto::default_provider().unwrap();
+    RTCCertificate::generate(
+        provider.crypto(),
+        rtc::crypto::SignatureScheme::EcdsaP256Sha256,
+        CertificateParams::new(vec!["test".to_owned()]).unwrap(),
+    )
+    .unwrap()
+}
+
+/// A client as a browser is one: full ICE (controlling), DTLS client, an Opus track and the
+/// `oai-events` channel, on the sans-I/O core with no socket.
+struct Peer {
+    pc: RTCPeerConnection,
+    addr: SocketAddr,
+    sender: RTCRtpSenderId,
+    ssrc: u32,
+    seq: u16,
+    connected: bool,
+    closed: bool,
+    echoes: usize,
+}
+
+impl Peer {
+    fn new(now: Instant, addr: &str) -> (Peer, String) {
+        let addr: SocketAddr = addr.parse().unwrap();
+        let mut me = MediaEngine::default();
+        me.register_codec(crate::transceiver::opus_codec(), RtpCodecKind::Audio)
+            .unwrap();
+        let mut pc = RTCPeerConnectionBuilder::new()
+            .with_configuration(
+                RTCConfigurationBuilder::new()
+                    .with_certificates(vec![certificate()])
+                    .build(),
+            )
+            .with_media_engine(me)
+            .with_interceptor_registry(Registry::new())
+            .build(now)
+            .unwrap();
+        let ssrc = rand::random();
+        let sender = pc
+            .add_track(MediaStreamTrack::new(
+                "peer".into(),
+                "mic".into(),
+                "mic".into(),
+                RtpCodecKind::Audio,
+                vec![RTCRtpEncodingParameters {
+                    rtp_coding_parameters: RTCRtpCodingParameters {
+                        ssrc: Some(ssrc),
+                        ..Default::default()
+                    },
+                    codec: crate::transceiver::opus_codec().rtp_codec,
+                    ..Default::default()
+                }],
+            ))
+            .unwrap();
+        pc.create_data_channel("oai-events", None).unwrap();
+        let offer = pc.create_offer(None).unwrap();
+        pc.set_local_description(now, offer).unwrap();
+        // The host candidate a browser would gather: without one its agent has no pair to check.
+        let candidate = CandidateHostConfig {
+            base_config: CandidateConfig {
+                network: "udp".to_owned(),
+                address: addr.ip().to_string(),
+                port: addr.port(),
+                component: 1,
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+        .new_candidate_host()
+        .unwrap();
+        pc.add_local_candidate(RTCIceCandidate::from(&candidate).to_json().unwrap())
+            .unwrap();
+        let sdp = pc.local_description().unwrap().sdp;
+        let peer = Peer {
+            pc,
+            addr,
+            sender,
+            ssrc,
+            seq: 0,
+            connected: false,
+            closed: false,
+            echoes: 0,
+        };
+        (peer, sdp)
+    }
+
+    fn answer(&mut self, now: Instant, sdp: String) {
+        self.pc
+            .set_remote_description(now, RTCSessionDescription::answer(sdp).unwrap())
+            .unwrap();
+    }
+
+    fn read(&mut self, now: Instant, from: SocketAddr, data: &[u8]) {
+        let _ = self.pc.handle_read(TaggedBytesMut {
+            now,
+            transport: TransportContext {
+                local_addr: self.addr,
+                peer_addr: from,
+                ecn: None,
+                transport_protocol: TransportProtocol::UDP,
+            },
+            message: BytesMut::from(data),
+        });
+        self.drain();
+    }
+
+    fn drain(&mut self) {
+        while let Some(ev) = self.pc.poll_event() {
+            match ev {
+                RTCPeerConnectionEvent::OnConnectionStateChangeEvent(
+                    RTCPeerConnectionState::Connected,
+                ) => self.connected = true,
+                RTCPeerConnectionEvent::OnConnectionStateChangeEvent(
+                    RTCPeerConnectionState::Closed | RTCPeerConnectionState::Failed,
+                )
+                // The server's SCTP ABORT closes the channel: how a browser learns at once.
+                | RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnClose(_)) => {
+                    self.closed = true
+                }
+                _ => {}
+            }
+        }
+        while let Some(m) = self.pc.poll_read() {
+            if let RTCMessage::RtpPacket(_, p) = m.message
+                && p.payload.first() == Some(&0xAB)
+            {
+                self.echoes += 1;
+            }
+        }
+    }
+
+    fn speak(&mut self, now: Instant) {
+        let pkt = rtc::rtp::Packet {
+            header: rtc::rtp::header::Header {
+                version: 2,
+                payload_type: 111,
+                sequence_number: self.seq,
+                timestamp: self.seq as u32 * 960,
+                ssrc: self.ssrc,
+                ..Default::default()
+            },
+            payload: bytes::Bytes::from(vec![0xAB; 60]),
+        };
+        self.seq = self.seq.wrapping_add(1);
+        if let Some(mut s) = self.pc.rtp_sender(self.sender) {
+            let _ = s.write_rtp(now, pkt);
+        }
+    }
+}
+
+/// How a peer's datagrams reach the endpoint.
+#[derive(Clone, Copy, PartialEq)]
+enum Path {
+    /// Straight to the endpoint's socket, from the peer's address.
+    Direct,
+    /// Through a relay: wrapped in the link header, from the relay's link address.
+    Relay,
+    /// Dropped: the peer has vanished (or its network has).
+    Lost,
+}
+
+/// One endpoint, its peers and the virtual clock.
+struct Net {
+    now: Instant,
+    ep: Endpoint,
+    peers: Vec<(Peer, Path, String)>,
+    /// Datagrams the endpoint sent that no peer was at (a forger's, say), by destination.
+    stray: Vec<SocketAddr>,
+}
+
+fn lifecycle() -> Lifecycle {
+    Lifecycle {
+        setup_deadline: Duration::from_secs(30),
+        consent_timeout: Duration::from_secs(30),
+        idle_timeout: Duration::from_secs(120),
+    }
+}
+
+impl Net {
+    fn new() -> Net {
+        let now = Instant::now();
+        let cfg = TransceiverConfig {
+            cluster: 0,
+            id: 1,
+            bind: "127.0.0.1:0".parse().unwrap(),
+            candidate: AnswerCandidate::Relay(SERVER.parse().unwrap()),
+            route_keys: RouteKeys::from_hex(0, "00112233445566778899aabbccddeeff").unwrap(),
+            lifecycle: lifecycle(),
+            workers: 1,
+        };
+        let ep = Endpoint::new(now, cfg, 0, SERVER.parse().unwrap(), certificate());
+        Net {
+            now,
+            ep,
+            peers: vec![],
+            stray: vec![],
+        }
+    }
+
+    /// A new call from `addr`; returns its peer index and call id.
+    fn call(&mut self, addr: &str, path: Path, model: &str) -> usize {
+        let (mut peer, offer) = Peer::new(self.now, addr);
+        let created = self
+            .ep
+            .create_call(self.now, offer, model.into())
+            .expect("answer");
+        peer.answer(self.now, created.answer_sdp);
+        self.peers.push((peer, path, created.call_id));
+        self.peers.len() - 1
+    }
+
+    /// Moves every queued datagram both ways until nothing is left (no time passes).
+    fn exchange(&mut self) {
+        for _ in 0..1000 {
+            let mut moved = false;
+            for (peer, path, _) in &mut self.peers {
+                while let Some(w) = peer.pc.poll_write() {
+                    moved = true;
+                    match *path {
+                        Path::Direct => self.ep.handle_datagram(self.now, peer.addr, &w.message),
+                        Path::Relay => {
+                            let mut buf = vec![0u8; crate::routing::link::LINK_HEADER_LEN];
+                            LinkHeader {
+                                ingress: 0,
+                                client: peer.addr,
+                            }
+                            .write(&mut buf);
+                            buf.extend_from_slice(&w.message);
+                            self.ep
+                                .handle_datagram(self.now, RELAY_LINK.parse().unwrap(), &buf);
+                        }
+                        Path::Lost => {}
+                    }
+                }
+            }
+            while let Some(t) = self.ep.poll_transmit() {
+                moved = true;
+                let client = match t.link {
+                    Some(h) => {
+                        assert_eq!(
+                            t.to,
+                            RELAY_LINK.parse::<SocketAddr>().unwrap(),
+                            "link replies go to the relay"
+                        );
+                        h.client
+                    }
+                    None => t.to,
+                };
+                match self
+                    .peers
+                    .iter_mut()
+                    .find(|(p, path, _)| p.addr == client && *path != Path::Lost)
+                {
+                    Some((p, _, _)) => p.read(self.now, SERVER.parse().unwrap(), &t.payload),
+                    None => self.stray.push(client),
+                }
+            }
+            while self.ep.poll_synthesis().is_some() {}
+            if !moved {
+                return;
+            }
+        }
+        panic!("datagrams kept flowing for 1000 rounds");
+    }
+
+    /// Advances the clock to the next deadline of anyone (never past `until`) and runs it.
+    fn step(&mut self, until: Instant) {
+        self.exchange();
+        let mut next = self.ep.poll_timeout();
+        for (p, _, _) in &mut self.peers {
+            if let Some(t) = p.pc.poll_timeout() {
+                next = next.min(t);
+            }
+        }
+        self.now = next.clamp(self.now, until);
+        self.ep.handle_timeout(self.now);
+        for (p, _, _) in &mut self.peers {
+            let _ = p.pc.handle_timeout(self.now);
+            p.drain();
+        }
+        self.exchange();
+    }
+
+    /// Runs the network for `d` of virtual time.
+    fn run(&mut self, d: Duration) {
+        let until = self.now + d;
+        while self.now < until {
+            self.step(until);
+        }
+    }
+
+    /// Runs until `cond` holds or `d` passes; false if it never held.
+    fn run_until(&mut self, d: Duration, mut cond: impl FnMut(&Net) -> bool) -> bool {
+        let until = self.now + d;
+        while self.now < until {
+            if cond(self) {
+                return true;
+            }
+            self.step(until);
+        }
+        cond(self)
+    }
+
+    fn state(&mut self, i: usize) -> Option<SessionState> {
+        let id = self.peers[i].2.clone();
+        let now = self.now;
+        self.ep
+            .list(now)
+            .into_iter()
+            .find(|c| c.call_id == id)
+            .map(|c| c.state)
+    }
+
+    /// The peer speaks for `frames` × 20 ms; returns how many frames came back.
+    fn talk(&mut self, i: usize, frames: usize) -> usize {
+        let before = self.peers[i].0.echoes;
+        for _ in 0..frames {
+            let now = self.now;
+            self.peers[i].0.speak(now);
+            self.run(Duration::from_millis(20));
+        }
+        self.run(Duration::from_millis(100));
+        self.peers[i].0.echoes - before
+    }
+
+    /// Ended calls leave nothing behind in any index or the timer heap.
+    fn assert_clean(&self) {
+        let s = self.ep.stats();
+        assert_eq!(
+            (s.sessions, s.ufrag_index, s.addr_index, s.call_index),
+            (0, 0, 0, 0),
+            "{s:?}"
+        );
+    }
+}
+
+#[test]
+fn a_call_connects_and_echoes_in_virtual_time() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    assert!(
+        net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected),
+        "the peer never connected"
+    );
+    assert_eq!(net.state(a), Some(SessionState::Connected));
+    let back = net.talk(a, 25);
+    assert!(back >= 24, "{back} of 25 frames came back");
+    let st = net.ep.stats();
+    assert_eq!(st.answer_to_dtls.counts.iter().sum::<u64>(), 1);
+    assert!(net.stray.is_empty(), "{:?}", net.stray);
+}
+
+#[test]
+fn a_client_that_never_arrives_is_dropped_at_the_setup_deadline() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Lost, "echo");
+    net.run(Duration::from_secs(29));
+    assert_eq!(net.state(a), Some(SessionState::Connecting));
+    net.run(Duration::from_secs(2));
+    assert_eq!(net.state(a), None);
+    assert_eq!(
+        net.ep.stats().ended.setup_timeout,
+        1,
+        "{:?}",
+        net.ep.stats().ended
+    );
+    net.assert_clean();
+}
+
+#[test]
+fn consent_expires_when_the_client_vanishes_and_the_call_is_freed() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Direct, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    // Consent checks keep it alive well past the deadline while the client is there.
+    net.run(Duration::from_secs(45));
+    assert_eq!(net.state(a), Some(SessionState::Connected));
+    net.peers[a].1 = Path::Lost;
+    let gone = net.now;
+    assert!(net.run_until(Duration::from_secs(40), |n| n.ep.is_empty()));
+    let after = net.now - gone;
+    assert!(
+        after >= Duration::from_secs(25) && after <= Duration::from_secs(31),
+        "consent expired after {after:?}"
+    );
+    assert_eq!(net.ep.stats().ended.consent_expired, 1);
+    net.assert_clean();
+}
+
+#[test]
+fn a_silent_call_with_consent_still_ends_at_the_idle_timeout() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Direct, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    assert!(net.talk(a, 5) >= 4);
+    let last_audio = net.now;
+    assert!(net.run_until(Duration::from_secs(130), |n| n.ep.is_empty()));
+    let idle = net.now - last_audio;
+    assert!(
+        idle >= Duration::from_secs(119) && idle <= Duration::from_secs(121),
+        "idle timeout after {idle:?}"
+    );
+    assert_eq!(net.ep.stats().ended.idle_timeout, 1);
+    assert!(net.peers[a].0.closed, "the client was told the call ended");
+    net.assert_clean();
+}
+
+#[test]
+fn nat_rebinding_moves_the_call_only_after_an_authenticated_check() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Direct, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    assert!(net.talk(a, 5) >= 4);
+
+    // A forger sends a datagram that is not an authenticated check from another address: the
+    // call does not follow it, and nothing is sent there.
+    let forger: SocketAddr = "203.0.113.66:4444".parse().unwrap();
+    let now = net.now;
+    net.ep
+        .handle_datagram(now, forger, &[0x80, 111, 0, 1, 0, 0, 0, 0, 1, 2, 3, 4]);
+    assert!(
+        net.talk(a, 5) >= 4,
+        "the call still echoes to the real client"
+    );
+    assert!(!net.stray.contains(&forger), "media went to the forger");
+
+    // The client's NAT rebinds: its next consent check (authenticated) moves the call.
+    net.peers[a].0.addr = "198.51.100.7:60001".parse().unwrap();
+    net.run(Duration::from_secs(8));
+    let now = net.now;
+    let info = net.ep.list(now).into_iter().next().unwrap();
+    assert_eq!(
+        info.client,
+        Some("198.51.100.7:60001".parse::<SocketAddr>().unwrap())
+    );
+    assert!(net.talk(a, 10) >= 9, "audio follows the new address");
+}
+
+#[test]
+fn hangups_free_every_index_and_timers_stay_ordered() {
+    let mut net = Net::new();
+    let calls: Vec<usize> = (0..4)
+        .map(|i| {
+            net.call(
+                &format!("198.51.100.{}:5000", 10 + i),
+                Path::Relay,
+                "loopback",
+            )
+        })
+        .collect();
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        calls.iter().all(|&c| n.peers[c].0.connected)
+    }));
+    // The next deadline is never in the past and never beyond the next lifecycle check.
+    let t = net.ep.poll_timeout();
+    assert!(t >= net.now - Duration::from_millis(1) && t <= net.now + super::HOUSEKEEPING);
+    for &c in &calls {
+        let id = net.peers[c].2.clone();
+        let now = net.now;
+        assert!(net.ep.hangup(now, &id));
+        assert!(!net.ep.hangup(now, &id), "a second hang-up finds nothing");
+    }
+    net.run(Duration::from_secs(2));
+    assert_eq!(net.ep.stats().ended.hangup, 4);
+    assert!(calls.iter().all(|&c| net.peers[c].0.closed), "clients told");
+    net.assert_clean();
+    // Stale timer entries of the ended calls are dropped in bulk by housekeeping.
+    assert!(net.ep.stats().timers <= 64, "{:?}", net.ep.stats());
+}
+
+#[test]
+fn unknown_datagrams_are_counted_and_change_nothing() {
+    let mut net = Net::new();
+    let now = net.now;
+    net.ep
+        .handle_datagram(now, "203.0.113.1:1".parse().unwrap(), &[0x80; 40]);
+    net.ep
+        .handle_datagram(now, "203.0.113.1:1".parse().unwrap(), &[0x16; 40]);
+    assert_eq!(net.ep.stats().dropped_unknown, 2);
+    assert!(net.ep.poll_transmit().is_none());
+    assert_eq!(EndReason::Hangup, EndReason::Hangup);
+}
