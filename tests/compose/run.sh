@@ -2,7 +2,7 @@
 # The compose stack end to end (CI runs it from scripts/test.sh; it also runs alone):
 #   build the image, `up` Redis + relay + 2 transceivers + signaling, then with a real WebRTC client on this
 #   host (`voice-edge loadgen`, real ICE/DTLS/SRTP through the published ports):
-#   1. calls complete and spread over both transceivers;
+#   1. calls complete and spread over both transceivers, and the demo page works in Chromium;
 #   2. the relay container restarts mid-call and the calls carry on (the gap is printed);
 #   3. --scale transceiver=3: new calls spread over all three;
 #   4. a stopped transceiver (SIGTERM: drain, leave) leaves placement and calls still work;
@@ -111,6 +111,13 @@ loss1=$(check_calls "$table" 4 2)
 [ "$(wc -w <<<"$spread")" = 2 ] || fail "4 calls landed on transceivers [$spread], want both"
 setup=$(field 'offer posted → DTLS connected' <<<"$table")
 log "1. 4 calls through compose: loss $loss1 %, on transceivers [$spread]; offer → DTLS connected p50|p90|p99|max|n: $setup"
+
+# 1b. the demo page in a real browser, as a newcomer opens it: Chromium, Start, echoed audio back
+[ -d tests/e2e/node_modules/playwright-core ] && [ -x /usr/bin/chromium ] \
+  || fail "the browser check needs chromium and tests/e2e's packages (scripts/test.sh installs both)"
+demo=$(node tests/e2e/connect-timings.mjs --runs 1 --url http://127.0.0.1:8080/ 2>&1) \
+  || fail "the demo page in Chromium through compose: $demo"
+log "1b. demo page in Chromium through compose: $(grep '^| 1 |' <<<"$demo")"
 
 # 2. relay restart mid-call
 loadgen 2 14 >/tmp/lg2-$PROJECT.txt &
