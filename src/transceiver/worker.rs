@@ -126,10 +126,16 @@ impl Worker {
                 model,
                 reply,
             } => {
-                let _ = reply.send(self.endpoint.create_call(now, offer_sdp, model));
+                let r = self.endpoint.create_call(now, offer_sdp, model);
+                // Counted before the reply: placement reads the count as soon as it has the
+                // answer, and a call it cannot see yet would draw the next one here too.
+                self.live.store(self.endpoint.len(), Ordering::Relaxed);
+                let _ = reply.send(r);
             }
             Command::Hangup { call_id, reply } => {
-                let _ = reply.send(self.endpoint.hangup(now, &call_id));
+                let r = self.endpoint.hangup(now, &call_id);
+                self.live.store(self.endpoint.len(), Ordering::Relaxed);
+                let _ = reply.send(r);
             }
             Command::Renegotiate {
                 call_id,
