@@ -149,11 +149,9 @@ impl Histogram {
         self
     }
 
-    /// Renders as a Prometheus histogram in seconds, the unit Prometheus expects.
-    pub fn render(&self, out: &mut String, name: &str, help: &str, labels: &str) {
+    /// This histogram's samples (buckets, sum, count) in seconds, the unit Prometheus expects.
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
         use std::fmt::Write;
-        let _ = writeln!(out, "# HELP {name} {help}");
-        let _ = writeln!(out, "# TYPE {name} histogram");
         let sep = if labels.is_empty() { "" } else { "," };
         let mut cum = 0;
         for (i, b) in SETUP_BUCKETS_MS.iter().enumerate() {
@@ -173,6 +171,17 @@ impl Histogram {
     }
 }
 
+/// One Prometheus histogram family: its HELP and TYPE once, then each labelled histogram
+/// (`labels` as `key="value"`, empty for none).
+pub fn histogram_family(out: &mut String, name: &str, help: &str, series: &[(&str, &Histogram)]) {
+    use std::fmt::Write;
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} histogram");
+    for (labels, h) in series {
+        h.render(out, name, labels);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -183,7 +192,11 @@ mod tests {
         h.record(Duration::from_millis(9000));
         let h = h.merge(&h.clone());
         let mut s = String::new();
-        h.render(&mut s, "x_seconds", "X.", "step=\"ice\"");
+        histogram_family(&mut s, "x_seconds", "X.", &[("step=\"ice\"", &h)]);
+        assert!(
+            s.starts_with("# HELP x_seconds X.\n# TYPE x_seconds histogram\n"),
+            "{s}"
+        );
         assert!(
             s.contains("x_seconds_bucket{step=\"ice\",le=\"0.002\"} 2\n"),
             "{s}"

@@ -31,6 +31,16 @@ pub struct Reported {
     pub at_ms: u64,
 }
 
+impl Reported {
+    /// Takes `load` if it was measured no earlier than the one held.
+    fn newer_load(&mut self, load: usize, at_ms: u64) {
+        if at_ms >= self.at_ms {
+            self.load = load;
+            self.at_ms = at_ms;
+        }
+    }
+}
+
 pub struct RemoteTransceiver {
     cluster: u16,
     id: u16,
@@ -70,10 +80,7 @@ impl RemoteTransceiver {
     pub fn update(&self, r: Reported) {
         let mut cur = self.reported.lock().unwrap();
         cur.draining = r.draining;
-        if r.at_ms >= cur.at_ms {
-            cur.load = r.load;
-            cur.at_ms = r.at_ms;
-        }
+        cur.newer_load(r.load, r.at_ms);
     }
 
     async fn request<B: Serialize, T: DeserializeOwned>(
@@ -174,13 +181,10 @@ impl TransceiverControl for RemoteTransceiver {
             .await?;
         let created =
             created.ok_or_else(|| self.failed(format!("status {status} without a call")))?;
-        {
-            let mut cur = self.reported.lock().unwrap();
-            if created.at_ms >= cur.at_ms {
-                cur.load = created.load;
-                cur.at_ms = created.at_ms;
-            }
-        }
+        self.reported
+            .lock()
+            .unwrap()
+            .newer_load(created.load, created.at_ms);
         Ok(CreatedCall::from(created))
     }
 

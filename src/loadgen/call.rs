@@ -20,7 +20,6 @@ use rtc::peer_connection::event::{RTCDataChannelEvent, RTCPeerConnectionEvent};
 use rtc::peer_connection::message::RTCMessage;
 use rtc::peer_connection::sdp::RTCSessionDescription;
 use rtc::peer_connection::state::{RTCIceConnectionState, RTCPeerConnectionState};
-use rtc::peer_connection::transport::{CandidateConfig, CandidateHostConfig, RTCIceCandidate};
 use rtc::peer_connection::{RTCPeerConnection, RTCPeerConnectionBuilder};
 use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::rtp_transceiver::rtp_sender::{
@@ -207,18 +206,7 @@ impl Live {
         pc.create_data_channel(EVENTS_CHANNEL, None)?;
         let offer = pc.create_offer(None)?;
         pc.set_local_description(now, offer)?;
-        let candidate = CandidateHostConfig {
-            base_config: CandidateConfig {
-                network: "udp".to_owned(),
-                address: local.ip().to_string(),
-                port: local.port(),
-                component: 1,
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-        .new_candidate_host()?;
-        pc.add_local_candidate(RTCIceCandidate::from(&candidate).to_json()?)?;
+        crate::transceiver::add_host_candidate(&mut pc, local)?;
         let sdp = pc
             .local_description()
             .map(|d| d.sdp)

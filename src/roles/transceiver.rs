@@ -3,14 +3,14 @@
 //! and relays forward to it, and drains on SIGTERM.
 
 use std::net::{IpAddr, SocketAddr};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use anyhow::Context;
 
 use crate::control::{self, TransceiverControl};
-use crate::membership::{MemberRecord, Registration, registry};
+use crate::membership::{MemberRecord, Registration};
 use crate::routing::RouteKeys;
 use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
 
@@ -78,15 +78,27 @@ pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTranscei
         draining: false,
         at_ms: 0,
     };
-    // The id first: it goes into every ufrag and call id this transceiver makes.
-    let id = {
-        let (url, rec, wanted, ttl) = (cfg.redis_url.clone(), record.clone(), cfg.id, cfg.ttl);
+    // Registering claims the id, which goes into every ufrag and call id this transceiver
+    // makes, so it comes first; the heartbeat reports the transceiver's load once it runs.
+    let running: Arc<OnceLock<TransceiverHandle>> = Arc::default();
+    let registration = {
+        let (url, rec, wanted, ttl, every) = (
+            cfg.redis_url.clone(),
+            record,
+            cfg.id,
+            cfg.ttl,
+            cfg.heartbeat,
+        );
+        let h = running.clone();
         tokio::task::spawn_blocking(move || {
-            registry::connect(&url).and_then(|mut c| registry::claim(&mut c, &rec, wanted, ttl))
+            Registration::start(&url, rec, wanted, ttl, every, move || {
+                h.get().map_or((0, false), |h| (h.load(), h.is_draining()))
+            })
         })
         .await??
     };
-    let (handle, threads) = transceiver::spawn(TransceiverConfig {
+    let id = registration.record.id;
+    let spawned = transceiver::spawn(TransceiverConfig {
         cluster: cfg.cluster,
         id,
         bind: cfg.bind,
@@ -94,22 +106,16 @@ pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTranscei
         route_keys: cfg.route_keys.clone(),
         lifecycle: cfg.lifecycle,
         workers: cfg.workers,
-    })?;
-    let registration = {
-        let (url, rec, ttl, every) = (
-            cfg.redis_url.clone(),
-            MemberRecord { id, ..record },
-            cfg.ttl,
-            cfg.heartbeat,
-        );
-        let h = handle.clone();
-        tokio::task::spawn_blocking(move || {
-            Registration::start(&url, rec, Some(id), ttl, every, move || {
-                (h.load(), h.is_draining())
-            })
-        })
-        .await??
+    });
+    let (handle, threads) = match spawned {
+        Ok(s) => s,
+        Err(e) => {
+            // Give the id back rather than heartbeat for a transceiver that never ran.
+            let _ = tokio::task::spawn_blocking(move || registration.leave()).await;
+            return Err(e);
+        }
     };
+    let _ = running.set(handle.clone());
     let router = control::server::router(
         Arc::new(handle.clone()) as Arc<dyn TransceiverControl>,
         &cfg.cluster_secret,
@@ -206,34 +212,21 @@ pub async fn metrics(h: &TransceiverHandle) -> String {
             (&[("reason", "shutdown")], e.shutdown as f64),
         ],
     );
-    st.answer_to_ice.render(
+    crate::ops::histogram_family(
         &mut out,
         "voice_edge_transceiver_setup_seconds",
         "Call setup from the answer: to the ICE pair selected (step=ice), to DTLS connected (step=dtls), to the first audio sent (step=first_audio; with echo and tts it includes the model's turn).",
-        "step=\"ice\"",
+        &[
+            ("step=\"ice\"", &st.answer_to_ice),
+            ("step=\"dtls\"", &st.answer_to_dtls),
+            ("step=\"first_audio\"", &st.answer_to_audio),
+        ],
     );
-    // One family, two label sets: the second rendering's HELP/TYPE lines are dropped.
-    let mut dtls = String::new();
-    st.answer_to_dtls.render(
-        &mut dtls,
-        "voice_edge_transceiver_setup_seconds",
-        "",
-        "step=\"dtls\"",
-    );
-    out.extend(dtls.lines().skip(2).map(|l| format!("{l}\n")));
-    let mut audio = String::new();
-    st.answer_to_audio.render(
-        &mut audio,
-        "voice_edge_transceiver_setup_seconds",
-        "",
-        "step=\"first_audio\"",
-    );
-    out.extend(audio.lines().skip(2).map(|l| format!("{l}\n")));
-    st.timer_lag.render(
+    crate::ops::histogram_family(
         &mut out,
         "voice_edge_transceiver_timer_lag_seconds",
         "How late session timers fire (20 ms media pacing among them): the socket loops' lag.",
-        "",
+        &[("", &st.timer_lag)],
     );
     f(
         &mut out,

@@ -134,20 +134,7 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
 
     pc.set_remote_description(now, offer).map_err(neg)?;
 
-    let candidate = CandidateHostConfig {
-        base_config: CandidateConfig {
-            network: "udp".to_owned(),
-            address: p.candidate.ip().to_string(),
-            port: p.candidate.port(),
-            component: 1,
-            ..Default::default()
-        },
-        ..Default::default()
-    }
-    .new_candidate_host()
-    .map_err(neg)?;
-    let init = RTCIceCandidate::from(&candidate).to_json().map_err(neg)?;
-    pc.add_local_candidate(init).map_err(neg)?;
+    add_host_candidate(&mut pc, p.candidate).map_err(neg)?;
 
     let answer_sdp = apply_answer(&mut pc, now)?;
     if !answer_sdp.contains("m=audio") || answer_sdp.contains("m=audio 0 ") {
@@ -159,6 +146,27 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
         audio_sender,
         audio_ssrc,
     })
+}
+
+/// Adds `addr` as a UDP host candidate (component 1: every side here uses rtcp-mux). Shared by
+/// the answerer, the load generator's offerer and the endpoint's virtual-time peers, so all of
+/// them describe an address the same way.
+pub fn add_host_candidate(
+    pc: &mut RTCPeerConnection,
+    addr: SocketAddr,
+) -> Result<(), rtc::shared::error::Error> {
+    let candidate = CandidateHostConfig {
+        base_config: CandidateConfig {
+            network: "udp".to_owned(),
+            address: addr.ip().to_string(),
+            port: addr.port(),
+            component: 1,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+    .new_candidate_host()?;
+    pc.add_local_candidate(RTCIceCandidate::from(&candidate).to_json()?)
 }
 
 /// Answers a new offer on a live call: an ICE restart (new client credentials, often from a new

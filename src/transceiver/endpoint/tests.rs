@@ -15,7 +15,6 @@ use rtc::peer_connection::event::{RTCDataChannelEvent, RTCPeerConnectionEvent};
 use rtc::peer_connection::message::RTCMessage;
 use rtc::peer_connection::sdp::RTCSessionDescription;
 use rtc::peer_connection::state::RTCPeerConnectionState;
-use rtc::peer_connection::transport::{CandidateConfig, CandidateHostConfig, RTCIceCandidate};
 use rtc::peer_connection::{RTCPeerConnection, RTCPeerConnectionBuilder};
 use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::rtp_transceiver::rtp_sender::{
@@ -92,20 +91,7 @@ impl Peer {
         let offer = pc.create_offer(None).unwrap();
         pc.set_local_description(now, offer).unwrap();
         // The host candidate a browser would gather: without one its agent has no pair to check.
-        let candidate = CandidateHostConfig {
-            base_config: CandidateConfig {
-                network: "udp".to_owned(),
-                address: addr.ip().to_string(),
-                port: addr.port(),
-                component: 1,
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-        .new_candidate_host()
-        .unwrap();
-        pc.add_local_candidate(RTCIceCandidate::from(&candidate).to_json().unwrap())
-            .unwrap();
+        crate::transceiver::add_host_candidate(&mut pc, addr).unwrap();
         let sdp = pc.local_description().unwrap().sdp;
         let peer = Peer {
             pc,
