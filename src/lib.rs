@@ -22,3 +22,4 @@ pub mod roles;
 pub mod routing;
 pub mod signaling;
 pub mod transceiver;
+pub mod udp_batch;

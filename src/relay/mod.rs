@@ -12,7 +12,6 @@
 //! [`crate::routing`] are the whole contract between them. The same code runs both tiers: a
 //! cluster relay routes by transceiver id, a global relay by cluster id to cluster relays.
 
-pub mod batch;
 pub mod counters;
 pub mod flow_cache;
 pub mod flows;

@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use super::batch::{BATCH, Batch, SendQueue};
 use super::counters::Counters;
 use super::flow_cache::CacheRequest;
 use super::flows::{FlowTable, Insert, SharedFlows};
@@ -17,6 +16,7 @@ use super::{RelayConfig, Tier, VIA_UPSTREAM};
 use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
+use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 
 /// How long a blocked worker sleeps before checking for stop and doing housekeeping.
 const TICK_MS: i32 = 50;
@@ -90,10 +90,10 @@ impl Worker {
         let link_fd = self.link.as_raw_fd();
         // Client datagrams land after room for the link header, so forwarding writes the header
         // in front and sends without copying the payload.
-        let mut from_public = Batch::new(LINK_HEADER_LEN);
-        let mut from_link = Batch::new(0);
-        let mut to_link = SendQueue::new();
-        let mut to_public = SendQueue::new();
+        let mut from_public = RecvBatch::new(LINK_HEADER_LEN);
+        let mut from_link = RecvBatch::new(0);
+        let mut to_link = SendBatch::new();
+        let mut to_public = SendBatch::new();
         let mut last_housekeeping = Instant::now();
         while !self.stop.load(Ordering::Relaxed) {
             if let Some(live) = self.cfg.live_hops.clone()
@@ -111,7 +111,7 @@ impl Worker {
                     for i in 0..n {
                         self.on_client_datagram(&mut from_public, i, now, &mut to_link);
                     }
-                    self.flush(&mut to_link, link_fd);
+                    self.flush(&mut to_link, link_fd, &from_public);
                     if n < BATCH {
                         break;
                     }
@@ -126,8 +126,8 @@ impl Worker {
                     for i in 0..n {
                         self.on_link_datagram(&mut from_link, i, now, &mut to_link, &mut to_public);
                     }
-                    self.flush(&mut to_public, public_fd);
-                    self.flush(&mut to_link, link_fd);
+                    self.flush(&mut to_public, public_fd, &from_link);
+                    self.flush(&mut to_link, link_fd, &from_link);
                     if n < BATCH {
                         break;
                     }
@@ -141,24 +141,25 @@ impl Worker {
         }
     }
 
-    fn flush(&self, q: &mut SendQueue, fd: RawFd) {
+    /// Sends what `q` queued from `from`'s slots.
+    fn flush(&self, q: &mut SendBatch, fd: RawFd, from: &RecvBatch) {
         if q.is_empty() {
             return;
         }
-        let (_, failed) = q.flush(fd);
-        Counters::add(&self.counters.send_errors, failed as u64);
+        let r = q.flush_slots(fd, from);
+        Counters::add(&self.counters.send_errors, r.failed as u64);
     }
 
     /// A datagram on the public socket, straight from a client.
     fn on_client_datagram(
         &mut self,
-        b: &mut Batch,
+        b: &mut RecvBatch,
         i: usize,
         now: Instant,
-        to_link: &mut SendQueue,
+        to_link: &mut SendBatch,
     ) {
         let Some(client) = b.addr(i) else { return };
-        let n = b.lens[i];
+        let n = b.len(i);
         let Some(owner) = self.route(client, b.received(i), now) else {
             return;
         };
@@ -168,7 +169,7 @@ impl Worker {
             client,
         }
         .write(&mut slot[..LINK_HEADER_LEN]);
-        to_link.push(&slot[..LINK_HEADER_LEN + n], owner);
+        to_link.push_slot(i, 0..LINK_HEADER_LEN + n, owner);
         Counters::inc(&self.counters.forwarded_in);
     }
 
@@ -176,21 +177,20 @@ impl Worker {
     /// over by an upstream (global) relay.
     fn on_link_datagram(
         &mut self,
-        b: &mut Batch,
+        b: &mut RecvBatch,
         i: usize,
         now: Instant,
-        to_link: &mut SendQueue,
-        to_public: &mut SendQueue,
+        to_link: &mut SendBatch,
+        to_public: &mut SendBatch,
     ) {
         let Some(from) = b.addr(i) else { return };
-        let n = b.lens[i];
+        let n = b.len(i);
         let Ok((h, _)) = LinkHeader::parse(b.received(i)) else {
             Counters::inc(&self.counters.dropped_bad_link);
             return;
         };
         if let Some(&hop) = self.hop_ids.get(&from) {
             self.learn_outbound(h.client, from, hop, now);
-            let slot = b.slot_mut(i);
             if h.ingress & VIA_UPSTREAM != 0 {
                 // Back through the global relay it came from; it only reads the client address.
                 let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
@@ -201,10 +201,10 @@ impl Worker {
                     ingress: 0,
                     client: h.client,
                 }
-                .write(&mut slot[..LINK_HEADER_LEN]);
-                to_link.push(&slot[..n], up);
+                .write(&mut b.slot_mut(i)[..LINK_HEADER_LEN]);
+                to_link.push_slot(i, 0..n, up);
             } else {
-                to_public.push(&slot[LINK_HEADER_LEN..n], h.client);
+                to_public.push_slot(i, LINK_HEADER_LEN..n, h.client);
             }
             Counters::inc(&self.counters.forwarded_out);
         } else if let Some(k) = self.cfg.upstreams.iter().position(|u| *u == from) {
@@ -217,7 +217,7 @@ impl Worker {
                 client: h.client,
             }
             .write(&mut slot[..LINK_HEADER_LEN]);
-            to_link.push(&slot[..n], owner);
+            to_link.push_slot(i, 0..n, owner);
             Counters::inc(&self.counters.forwarded_in);
         } else {
             // Only members may make the relay speak from its public address.
