@@ -202,6 +202,7 @@ impl<'a> SctpHandler<'a> {
             return Ok(());
         }
 
+        // voice-edge patch: was `internal_buffer.len()`.
         let max_len = self.ctx.sctp_transport.message_size_limit();
         let mut pending: Vec<(AssociationHandle, StreamId)> =
             self.ctx.pending_readable.iter().copied().collect();
@@ -342,6 +343,7 @@ impl<'a>
 
             // Both are read before `sctp_transport` is split up below, which would otherwise
             // conflict with the borrow of `sctp_associations`.
+            // voice-edge patch: was `internal_buffer.len()`.
             let max_len = self.ctx.sctp_transport.message_size_limit();
             let mut budget = self.read_budget();
             let mut inbound_transport = None;
@@ -573,6 +575,7 @@ impl<'a>
                 msg.transport.peer_addr
             );
 
+            // voice-edge patch: was `internal_buffer.len()`.
             if message.payload.len() > self.ctx.sctp_transport.message_size_limit() {
                 return Err(Error::ErrOutboundPacketTooLarge);
             }
