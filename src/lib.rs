@@ -23,3 +23,4 @@ pub mod routing;
 pub mod signaling;
 pub mod transceiver;
 pub mod udp_batch;
+pub mod wakeup;

@@ -191,7 +191,7 @@ pub struct RelayHandle {
     worker_counters: Vec<Arc<Counters>>,
     cache_counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
-    wake: Wake,
+    wake: crate::wakeup::EventFd,
     threads: Vec<JoinHandle<()>>,
     cache_thread: Option<JoinHandle<()>>,
     cache_tx: Option<flow_cache::CacheSender>,
@@ -214,7 +214,7 @@ impl RelayHandle {
     /// Stops the workers and the cache thread and waits for them (at most one poll tick).
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.wake.signal();
+        self.wake.notify();
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -283,7 +283,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
     };
 
     let stop = Arc::new(AtomicBool::new(false));
-    let wake = Wake::new()?;
+    let wake = crate::wakeup::EventFd::new()?;
     let shared = Arc::new(SharedFlows::new(cfg.max_flows, cfg.flow_idle));
     let cache_counters = Arc::new(Counters::default());
     let (cache_tx, cache_thread) = match &cfg.cache {
@@ -353,28 +353,4 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
         cache_thread,
         cache_tx,
     })
-}
-
-/// An eventfd that, once written, stays readable: every worker polling it wakes at once.
-struct Wake(std::os::fd::OwnedFd);
-
-impl Wake {
-    fn new() -> std::io::Result<Self> {
-        use std::os::fd::FromRawFd;
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Wake(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) }))
-    }
-
-    fn fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsRawFd;
-        self.0.as_raw_fd()
-    }
-
-    fn signal(&self) {
-        let one: u64 = 1;
-        unsafe { libc::write(self.fd(), (&one as *const u64).cast(), 8) };
-    }
 }

@@ -17,9 +17,10 @@ use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
+use crate::wakeup::wait_readable;
 
 /// How long a blocked worker sleeps before checking for stop and doing housekeeping.
-const TICK_MS: i32 = 50;
+const TICK: Duration = Duration::from_millis(50);
 const HOUSEKEEPING: Duration = Duration::from_secs(1);
 /// Batches drained from one socket before looking at the other, so neither direction starves.
 const MAX_BATCHES_PER_TURN: usize = 8;
@@ -101,7 +102,8 @@ impl Worker {
             {
                 self.hop_ids = self.cfg.next_hop_addrs();
             }
-            let (public_ready, link_ready) = poll_sockets(public_fd, link_fd, self.wake, TICK_MS);
+            let [public_ready, link_ready, _] =
+                wait_readable([public_fd, link_fd, self.wake], Some(TICK));
             if public_ready {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_public.recv(public_fd) else {
@@ -335,19 +337,4 @@ impl Worker {
             self.refresh_buf = due;
         }
     }
-}
-
-/// Waits until either socket is readable, the relay is stopping, or the timeout passes.
-fn poll_sockets(a: RawFd, b: RawFd, wake: RawFd, timeout_ms: i32) -> (bool, bool) {
-    let fd = |fd| libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let mut fds = [fd(a), fd(b), fd(wake)];
-    let r = unsafe { libc::poll(fds.as_mut_ptr(), 3, timeout_ms) };
-    if r <= 0 {
-        return (false, false);
-    }
-    (fds[0].revents != 0, fds[1].revents != 0)
 }

@@ -7,6 +7,7 @@
 
 pub mod call_id;
 pub mod endpoint;
+mod mailbox;
 mod media;
 mod peer;
 mod session;
@@ -201,7 +202,7 @@ pub(crate) enum Command {
 /// One worker thread as the handle sees it: where to send its commands and how busy it is.
 #[derive(Clone)]
 struct WorkerLink {
-    cmd: async_channel::Sender<Command>,
+    mailbox: mailbox::Mailbox,
     live: Arc<AtomicUsize>,
     /// Calls placed on this worker whose answer is not back yet; counted as load so that
     /// concurrent placements spread instead of all seeing the same idle worker.
@@ -255,7 +256,7 @@ async fn ask<T>(
     command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
 ) -> Option<T> {
     let (reply, rx) = tokio::sync::oneshot::channel();
-    w.cmd.send(command(reply)).await.ok()?;
+    w.mailbox.send(command(reply)).await.ok()?;
     rx.await.ok()
 }
 
@@ -395,7 +396,7 @@ impl TransceiverHandle {
     pub fn stop(&self) {
         self.stop.store(true, Ordering::Relaxed);
         for w in self.workers.iter() {
-            w.cmd.close();
+            w.mailbox.close();
         }
     }
 }
@@ -410,7 +411,7 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, Vec<J
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
-        let (cmd_tx, cmd_rx) = async_channel::bounded(1024);
+        let (mailbox, inbox) = mailbox::mailbox()?;
         let live = Arc::new(AtomicUsize::new(0));
         let own = socket.local_addr()?;
         let w = worker::Worker::new(worker::WorkerParts {
@@ -423,15 +424,15 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, Vec<J
             certificate: certificate.clone(),
             live: live.clone(),
             stop: stop.clone(),
-            commands: cmd_tx.clone(),
+            mailbox: mailbox.clone(),
         });
         threads.push(
             std::thread::Builder::new()
                 .name(format!("transceiver-{}.{index}", cfg.id))
-                .spawn(move || w.run(socket, cmd_rx))?,
+                .spawn(move || w.run(socket, inbox))?,
         );
         links.push(WorkerLink {
-            cmd: cmd_tx,
+            mailbox,
             live,
             pending: Arc::new(AtomicUsize::new(0)),
         });

@@ -7,14 +7,14 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Instant;
 
-use async_io::{Async, Timer};
-use futures_lite::future;
 use rtc::peer_connection::certificate::RTCCertificate;
 
 use super::endpoint::{Endpoint, Synthesis, Transmit};
+use super::mailbox::{Inbox, Mailbox};
 use super::{Command, TransceiverConfig};
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
+use crate::wakeup::wait_readable;
 
 /// Receive batches handled before timers and commands get a turn, so a flood cannot starve
 /// them (8 × 32 datagrams is ~5 ms of 1,000 calls' audio).
@@ -30,7 +30,7 @@ pub(super) struct WorkerParts {
     pub live: Arc<AtomicUsize>,
     pub stop: Arc<AtomicBool>,
     /// This worker's own command queue, where TTS threads hand speech back.
-    pub commands: async_channel::Sender<Command>,
+    pub mailbox: Mailbox,
 }
 
 pub(super) struct Worker {
@@ -39,19 +39,11 @@ pub(super) struct Worker {
     index: u8,
     live: Arc<AtomicUsize>,
     stop: Arc<AtomicBool>,
-    commands: async_channel::Sender<Command>,
+    mailbox: Mailbox,
     /// What the endpoint queued, gathered for one `sendmmsg`, and the link header of each.
     outgoing: Vec<Transmit>,
     heads: Vec<[u8; LINK_HEADER_LEN]>,
     sender: SendBatch,
-}
-
-/// What woke the loop.
-enum Wake {
-    Readable,
-    Command(Command),
-    CommandsClosed,
-    Timer,
 }
 
 impl Worker {
@@ -62,64 +54,39 @@ impl Worker {
             endpoint: Endpoint::new(Instant::now(), p.cfg, p.index, p.advertise, p.certificate),
             live: p.live,
             stop: p.stop,
-            commands: p.commands,
+            mailbox: p.mailbox,
             outgoing: Vec::with_capacity(BATCH),
             heads: Vec::with_capacity(BATCH),
             sender: SendBatch::new(),
         }
     }
 
-    pub(super) fn run(mut self, socket: UdpSocket, commands: async_channel::Receiver<Command>) {
-        let socket = match Async::new(socket) {
-            Ok(s) => s,
-            Err(e) => {
-                log::error!(
-                    "transceiver {}.{}: cannot register socket: {e}",
-                    self.id,
-                    self.index
-                );
-                return;
-            }
-        };
+    /// The loop: run due timers and send, sleep in `poll` until the socket is readable, a
+    /// command is queued or the endpoint's next deadline, then handle what woke it.
+    pub(super) fn run(mut self, socket: UdpSocket, inbox: Inbox) {
+        // recvmmsg/sendmmsg pass MSG_DONTWAIT; this keeps any other call from blocking too.
+        if let Err(e) = socket.set_nonblocking(true) {
+            log::warn!("transceiver {}.{}: {e}", self.id, self.index);
+        }
         let fd = socket.as_raw_fd();
         let mut batch = RecvBatch::new(0);
-        let mut commands_open = true;
-        smol::block_on(async {
-            while !self.stop.load(Ordering::Relaxed) {
-                self.endpoint.handle_timeout(Instant::now());
-                self.output(fd);
-                let deadline = self.endpoint.poll_timeout();
-                let readable = async {
-                    if let Err(e) = socket.readable().await {
-                        log::debug!("readable: {e}");
-                    }
-                    Wake::Readable
-                };
-                let cmd = async {
-                    if !commands_open {
-                        return future::pending().await;
-                    }
-                    match commands.recv().await {
-                        Ok(c) => Wake::Command(c),
-                        Err(_) => Wake::CommandsClosed,
-                    }
-                };
-                let timer = async {
-                    Timer::at(deadline).await;
-                    Wake::Timer
-                };
-                match future::or(readable, future::or(cmd, timer)).await {
-                    Wake::Readable => self.drain_socket(fd, &mut batch),
-                    Wake::Command(c) => self.on_command(c),
-                    Wake::CommandsClosed => commands_open = false,
-                    Wake::Timer => {}
-                }
-                self.output(fd);
-            }
-            // Tell every client we are going, so they need not wait for consent to expire.
-            self.endpoint.close_all(Instant::now());
+        while !self.stop.load(Ordering::Relaxed) {
+            let now = Instant::now();
+            self.endpoint.handle_timeout(now);
             self.output(fd);
-        });
+            let timeout = self.endpoint.poll_timeout().saturating_duration_since(now);
+            let [readable, _] = wait_readable([fd, inbox.fd()], Some(timeout));
+            if readable {
+                self.drain_socket(fd, &mut batch);
+            }
+            for c in inbox.take_all() {
+                self.on_command(c);
+            }
+            self.output(fd);
+        }
+        // Tell every client we are going, so they need not wait for consent to expire.
+        self.endpoint.close_all(Instant::now());
+        self.output(fd);
     }
 
     /// Reads what the socket holds, a batch per system call, answering each batch before
@@ -220,7 +187,7 @@ impl Worker {
             self.outgoing.clear();
         }
         while let Some(s) = self.endpoint.poll_synthesis() {
-            spawn_tts(s, self.commands.clone());
+            spawn_tts(s, self.mailbox.clone());
         }
         self.live.store(self.endpoint.len(), Ordering::Relaxed);
     }
@@ -228,13 +195,13 @@ impl Worker {
 
 /// Runs the synthesizer (espeak-ng is a subprocess) on its own short-lived thread so the socket
 /// loop never waits for it; the speech comes back as a command.
-fn spawn_tts(s: Synthesis, commands: async_channel::Sender<Command>) {
+fn spawn_tts(s: Synthesis, mailbox: Mailbox) {
     let Synthesis { call_id, request } = s;
     let spawned = std::thread::Builder::new()
         .name("tts".into())
         .spawn(move || {
             let speech = crate::audio::tts::synthesize(&request.text, &request.voice);
-            let _ = commands.send_blocking(Command::TtsReady {
+            let _ = mailbox.send_blocking(Command::TtsReady {
                 call_id,
                 response_id: request.response_id,
                 speech,

@@ -502,3 +502,80 @@ fn unknown_datagrams_are_counted_and_change_nothing() {
     assert!(net.ep.poll_transmit().is_none());
     assert_eq!(EndReason::Hangup, EndReason::Hangup);
 }
+
+/// What the endpoint costs per media datagram, measured in memory: 20 relayed calls echo
+/// 20 ms frames and only the endpoint's own work (input, timers, output) is timed. Not a pass/fail
+/// test; run it to compare two revisions:
+/// `cargo test --release --lib per_datagram_cost -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn per_datagram_cost() {
+    let mut net = Net::new();
+    let calls: Vec<usize> = (0..20)
+        .map(|i| {
+            net.call(
+                &format!("198.51.100.7:{}", 50000 + i),
+                Path::Relay,
+                "loopback",
+            )
+        })
+        .collect();
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        calls.iter().all(|&i| n.peers[i].0.connected)
+    }));
+    let relay: SocketAddr = RELAY_LINK.parse().unwrap();
+    let server: SocketAddr = SERVER.parse().unwrap();
+    let mut rounds = Vec::new();
+    for _ in 0..7 {
+        let (mut spent, mut inputs_total, mut outputs_total) = (Duration::ZERO, 0usize, 0usize);
+        for _ in 0..250 {
+            net.now += Duration::from_millis(20);
+            let now = net.now;
+            let mut inputs = Vec::new();
+            for (peer, _, _) in &mut net.peers {
+                peer.speak(now);
+                let _ = peer.pc.handle_timeout(now);
+                while let Some(w) = peer.pc.poll_write() {
+                    let mut buf = vec![0u8; crate::routing::link::LINK_HEADER_LEN];
+                    LinkHeader {
+                        ingress: 0,
+                        client: peer.addr,
+                    }
+                    .write(&mut buf);
+                    buf.extend_from_slice(&w.message);
+                    inputs.push(buf);
+                }
+            }
+            let mut outputs = Vec::new();
+            let t = Instant::now();
+            for buf in &inputs {
+                net.ep.handle_datagram(now, relay, buf);
+            }
+            net.ep.handle_timeout(now);
+            while let Some(tx) = net.ep.poll_transmit() {
+                outputs.push(tx);
+            }
+            spent += t.elapsed();
+            inputs_total += inputs.len();
+            outputs_total += outputs.len();
+            for tx in outputs {
+                let client = tx.link.map(|h| h.client).unwrap_or(tx.to);
+                if let Some((p, _, _)) = net.peers.iter_mut().find(|(p, _, _)| p.addr == client) {
+                    p.read(now, server, &tx.payload);
+                }
+            }
+        }
+        rounds.push((spent.as_nanos() as f64 / inputs_total as f64, outputs_total));
+    }
+    rounds.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let echoes: usize = net.peers.iter().map(|(p, _, _)| p.echoes).sum();
+    println!(
+        "endpoint cost per inbound datagram: median {:.0} ns (min {:.0}, max {:.0}) over {} rounds; {} datagrams out per round; {echoes} echoes",
+        rounds[rounds.len() / 2].0,
+        rounds[0].0,
+        rounds[rounds.len() - 1].0,
+        rounds.len(),
+        rounds[0].1,
+    );
+    assert!(echoes > 0);
+}
