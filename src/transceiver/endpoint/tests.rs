@@ -503,6 +503,89 @@ fn unknown_datagrams_are_counted_and_change_nothing() {
     assert_eq!(EndReason::Hangup, EndReason::Hangup);
 }
 
+fn ice_ufrag(sdp: &str) -> &str {
+    sdp.lines()
+        .find_map(|l| l.strip_prefix("a=ice-ufrag:"))
+        .expect("an ice-ufrag line")
+        .trim()
+}
+
+#[test]
+fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_address() {
+    let mut net = Net::new();
+    let (mut peer, offer) = Peer::new(net.now, "198.51.100.7:50000");
+    let created = net
+        .ep
+        .create_call(net.now, offer, "loopback".into())
+        .unwrap();
+    let server_ufrag = ice_ufrag(&created.answer_sdp).to_owned();
+    peer.answer(net.now, created.answer_sdp);
+    net.peers.push((peer, Path::Relay, created.call_id.clone()));
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[0].0.connected));
+    assert!(net.talk(0, 10) >= 9);
+
+    // The client's network changes: a new address, and a new offer with new ICE credentials.
+    let now = net.now;
+    let new_addr: SocketAddr = "203.0.113.9:41000".parse().unwrap();
+    let peer = &mut net.peers[0].0;
+    peer.addr = new_addr;
+    let offer = peer
+        .pc
+        .create_offer(Some(rtc::peer_connection::configuration::RTCOfferOptions {
+            ice_restart: true,
+        }))
+        .unwrap();
+    peer.pc.set_local_description(now, offer).unwrap();
+    crate::transceiver::add_host_candidate(&mut peer.pc, new_addr).unwrap();
+    let offer = peer.pc.local_description().unwrap().sdp;
+    let answer = net
+        .ep
+        .renegotiate(now, &created.call_id, offer)
+        .expect("the call exists")
+        .expect("the new offer is answered");
+    // Our ufrag carries the route, so it stays: the relay keeps finding the call.
+    assert_eq!(ice_ufrag(&answer), server_ufrag);
+    net.peers[0].0.answer(now, answer);
+
+    // Media flows again: the same call, now at the new address.
+    let mut back = 0;
+    for _ in 0..10 {
+        back = net.talk(0, 10);
+        if back >= 9 {
+            break;
+        }
+    }
+    assert!(back >= 9, "echo did not resume after the ICE restart");
+    let calls = net.ep.list(net.now);
+    assert_eq!(calls.len(), 1);
+    assert_eq!(calls[0].call_id, created.call_id);
+    assert_eq!(calls[0].client, Some(new_addr));
+    // An offer for a call that does not exist is refused as such.
+    assert!(
+        net.ep
+            .renegotiate(net.now, "rtc_0000000100aaaaaaaaaaaaaaaaaa", String::new())
+            .is_none()
+    );
+}
+
+#[test]
+fn closing_the_endpoint_tells_every_client_at_once() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    let b = net.call("198.51.100.8:50000", Path::Direct, "echo");
+    assert!(
+        net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected
+            && n.peers[b].0.connected)
+    );
+    let now = net.now;
+    net.ep.close_all(now);
+    // No time passes: the clients learn from what the endpoint sends, not from a timeout.
+    net.exchange();
+    assert!(net.peers[a].0.closed && net.peers[b].0.closed);
+    assert_eq!(net.ep.stats().ended.shutdown, 2);
+    net.assert_clean();
+}
+
 /// What the endpoint costs per media datagram, measured in memory: 20 relayed calls echo
 /// 20 ms frames and only the endpoint's own work (input, timers, output) is timed. Not a pass/fail
 /// test; run it to compare two revisions:
