@@ -10,8 +10,9 @@
 //! Layout: `session_config` holds the effective session object and `session.update` rules,
 //! `items` the ordered conversation, `input` the caller's uncommitted audio, `response` one
 //! response's state and wire objects, `replies` what the echo and TTS models say, `client` the
-//! dispatch of client events, `vad` the caller-side turn events, `turn` the response lifecycle,
-//! `events` the outgoing queues.
+//! dispatch of client events, `turn_detection` the caller-side turn events (fed by the media
+//! side's [`crate::audio::vad`] detector; named apart from it because it decides turns, not
+//! speech), `turn` the response lifecycle, `events` the outgoing queues.
 
 mod client;
 mod events;
@@ -21,7 +22,7 @@ mod replies;
 mod response;
 mod session_config;
 mod turn;
-mod vad;
+mod turn_detection;
 
 #[cfg(test)]
 mod tests;
