@@ -44,7 +44,7 @@ pub enum Action {
     Speak {
         response_id: String,
         item_id: String,
-        speech: Speech,
+        reply: Reply,
     },
     /// Stop this response's outgoing audio immediately (cancel, output_audio_buffer.clear,
     /// barge-in). A later `on_audio_done` for it is ignored.
@@ -53,9 +53,10 @@ pub enum Action {
     ClearInput,
 }
 
-/// The audio a response consists of.
+/// What a response says, decided here and rendered by the media side. Not `Speech`: that is
+/// [`crate::audio::tts::Speech`], the PCM a `Text` reply becomes once synthesized.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Speech {
+pub enum Reply {
     /// Play back the caller's own audio between these input times (the echo model).
     EchoInput {
         input_item_id: String,
