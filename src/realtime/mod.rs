@@ -32,7 +32,7 @@ pub use session_config::TurnDetection;
 use serde_json::Value;
 
 use events::Outbox;
-use input::InputBuffer;
+use input::UncommittedInput;
 use items::ItemStore;
 use response::ActiveResponse;
 
@@ -97,7 +97,7 @@ pub struct Conversation {
     behaviour: Behaviour,
     out: Outbox,
     items: ItemStore,
-    input: InputBuffer,
+    input: UncommittedInput,
     active: Option<ActiveResponse>,
     /// The most recent response, for `output_audio_buffer.cleared` when nothing is playing.
     last_response_id: Option<String>,
@@ -128,7 +128,7 @@ impl Conversation {
             conversation_id,
             out: Outbox::default(),
             items: ItemStore::default(),
-            input: InputBuffer::default(),
+            input: UncommittedInput::default(),
             active: None,
             last_response_id: None,
             auto_response_queued: false,
