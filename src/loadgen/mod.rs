@@ -10,16 +10,16 @@
 //! however long the model waits before echoing.
 //!
 //! Calls are sans-I/O `rtc` peer connections driven by a few worker threads, each one epoll
-//! loop over its calls' sockets ([`worker`]); signaling runs on a small HTTP thread pool so a
+//! loop over its calls' sockets ([`call_loop`]); signaling runs on a small HTTP thread pool so a
 //! slow answer never stalls media. The run ramps calls at `--ramp` per second, holds them all
 //! for `--duration` seconds, hangs up and stops by itself; no loop outlives
 //! ramp + duration + 30 s.
 
 mod call;
+mod call_loop;
 mod http;
 mod procstat;
 mod stats;
-mod worker;
 
 #[cfg(test)]
 mod tests;
@@ -35,7 +35,7 @@ use anyhow::{Context, bail};
 use rtc::peer_connection::certificate::{CertificateParams, RTCCertificate};
 
 use self::stats::{Histogram, percentile};
-use self::worker::{Plan, Shared, Worker, WorkerResult};
+use self::call_loop::{CallLoop, CallLoopResult, Plan, Shared};
 
 /// Payloads sent within this long before audio stops are not counted as lost if no echo
 /// comes back: the model may still be holding them.
@@ -456,7 +456,7 @@ fn client_certificate() -> anyhow::Result<RTCCertificate> {
 }
 
 /// Sleeps until `t` or until every worker is done, whichever is first.
-fn wait_until(t: Instant, workers: &[std::thread::JoinHandle<WorkerResult>]) {
+fn wait_until(t: Instant, workers: &[std::thread::JoinHandle<CallLoopResult>]) {
     while Instant::now() < t && !workers.iter().all(|w| w.is_finished()) {
         std::thread::sleep(
             t.saturating_duration_since(Instant::now())
@@ -551,7 +551,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
     let mut eventfds = Vec::new();
     for _ in 0..workers {
         let (tx, rx) = std::sync::mpsc::channel();
-        let efd = Arc::new(worker::EventFd::new()?);
+        let efd = Arc::new(call_loop::EventFd::new()?);
         reply_tos.push(http::ReplyTo {
             tx,
             eventfd: efd.clone(),
@@ -581,7 +581,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
     let peak = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
     for (id, (rx, efd)) in reply_rxs.into_iter().zip(eventfds).enumerate() {
-        let w = Worker::new(
+        let w = CallLoop::new(
             id,
             plan.clone(),
             certificate.clone(),
@@ -716,7 +716,7 @@ fn summarize(
     args: &LoadgenArgs,
     workers: usize,
     epoch: Instant,
-    results: Vec<WorkerResult>,
+    results: Vec<CallLoopResult>,
 ) -> Report {
     let mut rtt = Histogram::default();
     let mut r = Report {

@@ -1,4 +1,5 @@
-//! A load-generator worker: one thread, one epoll set, many calls.
+//! The loop a load-generator worker thread runs: one epoll set, many calls. (Named `CallLoop`,
+//! not `Worker`: the relay and transceiver workers are server socket loops; this is a client.)
 //!
 //! Every call has its own UDP socket, because the server's candidate (the relay) is the same
 //! address for all calls and the relay keys flows by client address: calls sharing a client
@@ -125,7 +126,7 @@ impl Plan {
     }
 }
 
-pub struct WorkerResult {
+pub struct CallLoopResult {
     /// (global call index, record)
     pub records: Vec<(usize, Record)>,
     pub rtt: Histogram,
@@ -146,7 +147,7 @@ pub struct Shared {
     pub peak: Arc<AtomicUsize>,
 }
 
-pub struct Worker {
+pub struct CallLoop {
     id: usize,
     plan: Plan,
     certificate: RTCCertificate,
@@ -161,7 +162,7 @@ pub struct Worker {
     open: usize,
 }
 
-impl Worker {
+impl CallLoop {
     pub fn new(
         id: usize,
         plan: Plan,
@@ -170,7 +171,7 @@ impl Worker {
         replies: mpsc::Receiver<Reply>,
         eventfd: Arc<EventFd>,
         shared: Shared,
-    ) -> anyhow::Result<Worker> {
+    ) -> anyhow::Result<CallLoop> {
         let epoll = Epoll::new()?;
         epoll.add(eventfd.0, EVENTFD_TOKEN)?;
         let slots = (id..plan.sessions)
@@ -183,7 +184,7 @@ impl Worker {
                 hangup_sent: None,
             })
             .collect();
-        Ok(Worker {
+        Ok(CallLoop {
             id,
             plan,
             certificate,
@@ -199,7 +200,7 @@ impl Worker {
         })
     }
 
-    pub fn run(mut self) -> WorkerResult {
+    pub fn run(mut self) -> CallLoopResult {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
         let mut buf = vec![0u8; 2048];
         let mut next_start = 0usize;
@@ -267,7 +268,7 @@ impl Worker {
             }
         }
         let records = self.slots.into_iter().map(|s| (s.index, s.rec)).collect();
-        WorkerResult {
+        CallLoopResult {
             records,
             rtt: self.rtt,
         }
