@@ -21,7 +21,7 @@ use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
 use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle, RelaySockets};
 use crate::routing::RouteKeys;
-use crate::signaling::{AdminAction, ClusterView, Signaling};
+use crate::signaling::{AdminAction, ClusterView, Signaling, StatsFn};
 use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
 
 #[derive(Debug, Clone)]
@@ -250,65 +250,144 @@ impl Running {
     }
 }
 
-/// Starts every component; must run inside a tokio runtime.
+/// Starts every component; must run inside a tokio runtime. Each step is a function below, in
+/// the order they run: the relays' sockets configure the transceivers, the transceivers the
+/// relays' member tables, and all of them the signaling that is started last.
 pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
-    let keys = match &cfg.route_secret {
-        Some(hex) => RouteKeys::from_hex(0, hex)?,
-        None => RouteKeys::from_hex(0, &hex::encode(rand::random::<[u8; 32]>()))?,
-    };
-    let redis_addr = if cfg.flow_cache {
-        Some(match &cfg.redis_url {
-            Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
-            None => format!(
-                "redis://{}",
-                cache::start_embedded(cfg.embedded_redis).await?
-            ),
-        })
-    } else {
-        None
-    };
+    let keys = route_keys(cfg.route_secret.as_deref())?;
+    let redis_addr = start_flow_cache(&cfg).await?;
     let flow_cache = redis_addr.clone().map(|redis| FlowCacheConfig {
         redis,
         ttl: cfg.flow_ttl,
     });
-
-    // Clients reach the entry relay (the global one, if any) at the advertised address; the
-    // cluster relays behind a global relay and every internal socket (relay links, transceivers)
-    // stay on loopback, where nothing outside this machine can reach them.
     let host = HostAddrs::read();
-    let internal: IpAddr = Ipv4Addr::LOCALHOST.into();
-    let entry_plan = |bind: MediaBind, advertise: Option<Advertise>| -> MediaPlan {
-        let p = media_address::plan(bind, advertise, &host);
-        if let Some(w) = p.warning {
-            log::warn!("{w}");
-        }
-        p
+    let plans = MediaPlans::new(&cfg, &host);
+    let media = start_media(&cfg, &plans, &keys, flow_cache)?;
+    let signaling = Signaling::new(media.views, stats(&media.relays, redis_addr.as_deref()))
+        .with_admin(admin_actions(&media.relays, &media.transceivers))
+        .with_keys(crate::signaling::keys::Keys::new(
+            cfg.require_keys,
+            cfg.api_keys.clone(),
+        ));
+    let lan = match &cfg.https {
+        Some(h) => Some(start_https(h, &host, media.media_addr, &signaling).await?),
+        None => None,
     };
-    let (cluster0_plan, global_plan) = match cfg.global_relay {
-        Some(g) => (
-            media_address::plan(cfg.relay, None, &host),
-            Some(entry_plan(g, cfg.advertise)),
+    let http = serve_http(cfg.http, signaling).await?;
+    let (https, https_url, https_cert) = match lan {
+        Some(l) => (Some(l.server), Some(l.url), Some(l.cert)),
+        None => (None, None, None),
+    };
+    Ok(Running {
+        http_addr: http.addr,
+        http_url: http.url,
+        https_url,
+        https_cert,
+        https,
+        media_addr: media.media_addr,
+        media_bind: media.media_bind,
+        redis_addr,
+        relays: media.relays,
+        transceivers: media.transceivers,
+        threads: media.threads,
+        server: http.server,
+        shutdown: http.shutdown,
+    })
+}
+
+/// Every internal socket (relay links, transceivers, cluster relays behind a global one) binds
+/// here, where nothing outside this machine can reach it.
+const INTERNAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+fn internal_socket() -> SocketAddr {
+    SocketAddr::new(INTERNAL, 0)
+}
+
+/// The configured route secret, or a random one: nothing outside this process mints routes.
+fn route_keys(secret: Option<&str>) -> anyhow::Result<RouteKeys> {
+    Ok(match secret {
+        Some(hex) => RouteKeys::from_hex(0, hex)?,
+        None => RouteKeys::from_hex(0, &hex::encode(rand::random::<[u8; 32]>()))?,
+    })
+}
+
+/// The flow cache's Redis URL: the configured one, or the embedded server started here.
+async fn start_flow_cache(cfg: &AllInOneConfig) -> anyhow::Result<Option<String>> {
+    if !cfg.flow_cache {
+        return Ok(None);
+    }
+    Ok(Some(match &cfg.redis_url {
+        Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
+        None => format!(
+            "redis://{}",
+            cache::start_embedded(cfg.embedded_redis).await?
         ),
-        None => (entry_plan(cfg.relay, cfg.advertise), None),
-    };
+    }))
+}
+
+/// Where the relays bind and what answers name. Clients reach the entry relay (the global one,
+/// if any) at the advertised address; a cluster relay behind a global relay is internal.
+struct MediaPlans {
+    cluster0: MediaPlan,
+    global: Option<MediaPlan>,
+}
+
+impl MediaPlans {
+    fn new(cfg: &AllInOneConfig, host: &HostAddrs) -> MediaPlans {
+        let entry_plan = |bind: MediaBind, advertise: Option<Advertise>| -> MediaPlan {
+            let p = media_address::plan(bind, advertise, host);
+            if let Some(w) = p.warning {
+                log::warn!("{w}");
+            }
+            p
+        };
+        match cfg.global_relay {
+            Some(g) => MediaPlans {
+                cluster0: media_address::plan(cfg.relay, None, host),
+                global: Some(entry_plan(g, cfg.advertise)),
+            },
+            None => MediaPlans {
+                cluster0: entry_plan(cfg.relay, cfg.advertise),
+                global: None,
+            },
+        }
+    }
+}
+
+/// The media path as started: relays and transceivers, and what signaling and `Running` need
+/// of them.
+struct Media {
+    views: Vec<ClusterView>,
+    relays: Vec<Arc<RelaySlot>>,
+    transceivers: Vec<TransceiverHandle>,
+    threads: Vec<JoinHandle<()>>,
+    /// What answers name, and where the entry relay is bound.
+    media_addr: SocketAddr,
+    media_bind: SocketAddr,
+}
+
+/// Starts one cluster (two behind a global relay), each a relay and its transceivers, then the
+/// global relay in front of them.
+fn start_media(
+    cfg: &AllInOneConfig,
+    plans: &MediaPlans,
+    keys: &RouteKeys,
+    flow_cache: Option<FlowCacheConfig>,
+) -> anyhow::Result<Media> {
     // Relay sockets are bound up front (and kept): their addresses configure everything else.
-    let mut global = match &global_plan {
+    let global = match &plans.global {
         Some(p) => Some(RelaySockets::bind(
             p.bind,
-            SocketAddr::new(internal, 0),
+            internal_socket(),
             cfg.relay_workers,
         )?),
         None => None,
     };
     let global_addrs = global
         .as_ref()
-        .zip(global_plan)
+        .zip(plans.global.as_ref())
         .map(|(g, p)| (p.advertised(g.public_addr), g.link_addr));
-    let clusters: Vec<u16> = if global.is_some() {
-        vec![0, 1]
-    } else {
-        vec![0]
-    };
+    let clusters: &[u16] = if global.is_some() { &[0, 1] } else { &[0] };
 
     let mut views = vec![];
     let mut relays = vec![];
@@ -316,50 +395,29 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let mut threads = vec![];
     let mut cluster_links = HashMap::new();
     let mut entry = None;
-    for &cluster in &clusters {
+    for &cluster in clusters {
         let listen = if cluster == 0 {
-            cluster0_plan.bind
+            plans.cluster0.bind
         } else {
-            SocketAddr::new(internal, 0)
+            internal_socket()
         };
-        let sockets = RelaySockets::bind(listen, SocketAddr::new(internal, 0), cfg.relay_workers)?;
+        let sockets = RelaySockets::bind(listen, internal_socket(), cfg.relay_workers)?;
         let public = sockets.public_addr;
         let media_addr = match global_addrs {
             Some((g, _)) => g,
-            None => cluster0_plan.advertised(public),
+            None => plans.cluster0.advertised(public),
         };
         if cluster == 0 && global_addrs.is_none() {
             entry = Some((media_addr, public));
         }
-        let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
-        let mut ts = vec![];
-        for id in 1..=cfg.transceivers {
-            // With --direct clients reach the transceivers' own sockets, so those bind where the
-            // relay would have, and answers name them at the relay's advertised IP.
-            let (bind, candidate) = if cfg.direct {
-                (
-                    SocketAddr::new(cluster0_plan.bind.ip(), 0),
-                    AnswerCandidate::OwnSocket(cluster0_plan.advertise_ip),
-                )
-            } else {
-                (
-                    SocketAddr::new(internal, 0),
-                    AnswerCandidate::Relay(media_addr),
-                )
-            };
-            let (h, workers) = transceiver::spawn(TransceiverConfig {
-                cluster,
-                id,
-                bind,
-                candidate,
-                route_keys: keys.clone(),
-                lifecycle: cfg.lifecycle,
-                workers: cfg.transceiver_workers,
-            })?;
-            members = members.with(id, h.addr);
-            ts.push(h);
-            threads.extend(workers);
-        }
+        let (members, ts) = start_transceivers(
+            cfg,
+            cluster,
+            media_addr,
+            &plans.cluster0,
+            keys,
+            &mut threads,
+        )?;
         let mut rc = RelayConfig::new(public, members, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache.clone();
@@ -379,27 +437,82 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .collect(),
         });
     }
-    if let Some(sockets) = global.take() {
+    if let Some(sockets) = global {
         let public = sockets.public_addr;
         let mut rc = RelayConfig::global(public, cluster_links, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;
-        rc.cache = flow_cache.clone();
+        rc.cache = flow_cache;
         relays.insert(0, RelaySlot::start("global".into(), rc, sockets)?);
         entry = global_addrs.map(|(advertised, _)| (advertised, public));
     }
     let (media_addr, media_bind) = entry.expect("an entry relay was started");
+    Ok(Media {
+        views,
+        relays,
+        transceivers: handles,
+        threads,
+        media_addr,
+        media_bind,
+    })
+}
 
-    let relays_for_stats = relays.clone();
-    let redis_for_stats = redis_addr.as_deref().map(cache::redact_redis_url);
-    let stats = Arc::new(move || {
+/// Starts one cluster's transceivers, adding their socket threads to `threads`; returns them
+/// with the member table their relay routes by.
+fn start_transceivers(
+    cfg: &AllInOneConfig,
+    cluster: u16,
+    media_addr: SocketAddr,
+    cluster0: &MediaPlan,
+    keys: &RouteKeys,
+    threads: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<(ClusterMembers, Vec<TransceiverHandle>)> {
+    let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
+    let mut ts = vec![];
+    for id in 1..=cfg.transceivers {
+        // With --direct clients reach the transceivers' own sockets, so those bind where the
+        // relay would have, and answers name them at the relay's advertised IP.
+        let (bind, candidate) = if cfg.direct {
+            (
+                SocketAddr::new(cluster0.bind.ip(), 0),
+                AnswerCandidate::OwnSocket(cluster0.advertise_ip),
+            )
+        } else {
+            (internal_socket(), AnswerCandidate::Relay(media_addr))
+        };
+        let (h, workers) = transceiver::spawn(TransceiverConfig {
+            cluster,
+            id,
+            bind,
+            candidate,
+            route_keys: keys.clone(),
+            lifecycle: cfg.lifecycle,
+            workers: cfg.transceiver_workers,
+        })?;
+        members = members.with(id, h.addr);
+        ts.push(h);
+        threads.extend(workers);
+    }
+    Ok((members, ts))
+}
+
+/// `/admin/stats` beyond placement: the relays' counters and the flow cache in use.
+fn stats(relays: &[Arc<RelaySlot>], redis_addr: Option<&str>) -> StatsFn {
+    let relays = relays.to_vec();
+    let redis = redis_addr.map(cache::redact_redis_url);
+    Arc::new(move || {
         json!({
-            "relays": relays_for_stats.iter().map(|r| r.stats()).collect::<Vec<_>>(),
-            "flow_cache": {"redis": redis_for_stats},
+            "relays": relays.iter().map(|r| r.stats()).collect::<Vec<_>>(),
+            "flow_cache": {"redis": redis},
         })
-    });
-    let relays_for_admin = relays.clone();
-    let transceivers_for_admin = handles.clone();
-    let admin: AdminAction = Arc::new(move |action: &str| match action {
+    })
+}
+
+/// The all-in-one's `POST /admin/actions/{name}`: what an operator (or a recovery test) does to
+/// a relay or a transceiver that in a deployment would be a pod restart or a drain.
+fn admin_actions(relays: &[Arc<RelaySlot>], transceivers: &[TransceiverHandle]) -> AdminAction {
+    let relays = relays.to_vec();
+    let transceivers = transceivers.to_vec();
+    Arc::new(move |action: &str| match action {
         // Dev-only: drop a relay's memory as a crash would, to measure recovery.
         a if a.starts_with("restart-relay") => {
             let name = a
@@ -407,7 +520,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .unwrap_or("")
                 .trim_start_matches(':');
             let name = if name.is_empty() { "cluster-0" } else { name };
-            let r = relays_for_admin
+            let r = relays
                 .iter()
                 .find(|r| r.name == name)
                 .ok_or_else(|| format!("no relay named {name:?}"))?;
@@ -420,7 +533,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .parse()
                 .map_err(|_| format!("bad transceiver id in {a:?}"))?;
             let mut n = 0;
-            for t in transceivers_for_admin.iter().filter(|t| t.id == id) {
+            for t in transceivers.iter().filter(|t| t.id == id) {
                 t.drain();
                 n += 1;
             }
@@ -430,53 +543,71 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             Ok(json!({"draining": id, "transceivers": n}))
         }
         other => Err(format!("unknown admin action {other:?}")),
-    });
-    let signaling = Signaling::new(views, stats).with_admin(admin).with_keys(
-        crate::signaling::keys::Keys::new(cfg.require_keys, cfg.api_keys.clone()),
-    );
-    let (https, https_url, https_cert) = match &cfg.https {
-        Some(h) => {
-            // What a phone types: the LAN address for a wildcard bind (the address media is
-            // advertised at when that is one of ours), else the bound address itself.
-            let lan_ip = if h.addr.ip().is_unspecified() {
-                Some(media_addr.ip())
-                    .filter(|ip| !ip.is_loopback() && host.is_local(*ip))
-                    .or_else(|| host.primary())
-                    .unwrap_or(media_address::reachable(h.addr).ip())
-            } else {
-                h.addr.ip()
-            };
-            let source = match &h.cert_files {
-                Some((cert, key)) => CertSource::Files {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                },
-                None => CertSource::SelfSigned {
-                    cache_dir: h.cache_dir.clone(),
-                    names: https::names_for(&[lan_ip, media_addr.ip()]),
-                },
-            };
-            let pem = source.load()?;
-            let origin = pem.origin.clone();
-            let server =
-                HttpsServer::start(h.addr, pem, signaling.clone().router_without_admin()).await?;
-            let url = format!(
-                "https://{}:{}/",
-                media_address::url_host(lan_ip),
-                server.addr.port()
-            );
-            if media_addr.ip().is_loopback() {
-                log::warn!(
-                    "LAN mode, but media is advertised on loopback ({media_addr}): other devices cannot send audio; drop --relay or pass --advertise"
-                );
-            }
-            (Some(server), Some(url), Some(origin))
-        }
-        None => (None, None, None),
+    })
+}
+
+/// LAN mode's listener, and what the banner shows of it.
+struct Lan {
+    server: HttpsServer,
+    url: String,
+    /// What signs the certificate (self-signed, or the user's issuer).
+    cert: String,
+}
+
+async fn start_https(
+    h: &HttpsConfig,
+    host: &HostAddrs,
+    media_addr: SocketAddr,
+    signaling: &Signaling,
+) -> anyhow::Result<Lan> {
+    // What a phone types: the LAN address for a wildcard bind (the address media is
+    // advertised at when that is one of ours), else the bound address itself.
+    let lan_ip = if h.addr.ip().is_unspecified() {
+        Some(media_addr.ip())
+            .filter(|ip| !ip.is_loopback() && host.is_local(*ip))
+            .or_else(|| host.primary())
+            .unwrap_or(media_address::reachable(h.addr).ip())
+    } else {
+        h.addr.ip()
     };
-    let listener = tokio::net::TcpListener::bind(cfg.http).await?;
-    let http_addr = listener.local_addr()?;
-    let http_url = format!("http://{}/", media_address::reachable(http_addr));
+    let source = match &h.cert_files {
+        Some((cert, key)) => CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        None => CertSource::SelfSigned {
+            cache_dir: h.cache_dir.clone(),
+            names: https::names_for(&[lan_ip, media_addr.ip()]),
+        },
+    };
+    let pem = source.load()?;
+    let cert = pem.origin.clone();
+    let server = HttpsServer::start(h.addr, pem, signaling.clone().router_without_admin()).await?;
+    let url = format!(
+        "https://{}:{}/",
+        media_address::url_host(lan_ip),
+        server.addr.port()
+    );
+    if media_addr.ip().is_loopback() {
+        log::warn!(
+            "LAN mode, but media is advertised on loopback ({media_addr}): other devices cannot send audio; drop --relay or pass --advertise"
+        );
+    }
+    Ok(Lan { server, url, cert })
+}
+
+/// The plain HTTP listener: API, demo page and admin, until `shutdown` says stop.
+struct Http {
+    addr: SocketAddr,
+    url: String,
+    server: tokio::task::JoinHandle<()>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+async fn serve_http(addr: SocketAddr, signaling: Signaling) -> anyhow::Result<Http> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{}/", media_address::reachable(addr));
     let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(async move {
         let r = axum::serve(listener, signaling.router())
@@ -488,19 +619,9 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             log::error!("http server: {e}");
         }
     });
-
-    Ok(Running {
-        http_addr,
-        http_url,
-        https_url,
-        https_cert,
-        https,
-        media_addr,
-        media_bind,
-        redis_addr,
-        relays,
-        transceivers: handles,
-        threads,
+    Ok(Http {
+        addr,
+        url,
         server,
         shutdown,
     })

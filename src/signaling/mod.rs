@@ -16,7 +16,7 @@ pub mod keys;
 mod placement;
 mod web;
 
-pub use admin::AdminAction;
+pub use admin::{AdminAction, StatsFn};
 pub use errors::ApiError;
 
 use std::net::SocketAddr;
@@ -30,7 +30,6 @@ use serde_json::{Value, json};
 use tower_http::cors::{Any, CorsLayer};
 
 use crate::control::TransceiverControl;
-use admin::StatsFn;
 
 /// Offers from browsers are a few KB; anything near this is not an offer.
 pub const MAX_OFFER_BYTES: usize = 64 * 1024;
