@@ -24,73 +24,96 @@ use crate::routing::RouteKeys;
 use crate::signaling::{AdminAction, ClusterView, Signaling, StatsFn};
 use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
 
-#[derive(Debug, Clone)]
+/// The all-in-one's settings: the flags of `voice-edge` with no subcommand, declared here so
+/// the binary parses straight into what [`start`] takes, plus knobs only tests turn (`skip`).
+#[derive(clap::Args, Debug, Clone)]
 pub struct AllInOneConfig {
+    /// HTTP address for signaling, the demo page and admin endpoints (loopback: this machine only).
+    #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
-    /// Where the cluster relay's public socket binds (the first cluster's, with a global relay).
+    // With a global relay, this is the first cluster's relay; the global one binds `global_relay`.
+    /// Where the relay's public UDP socket binds: `auto[:PORT]` is this machine's primary
+    /// non-loopback address (which every browser, Firefox included, and LAN devices reach; loopback
+    /// if there is none), or IP:PORT (0.0.0.0 binds every interface).
+    #[arg(long, env = "VOICE_EDGE_RELAY", default_value = "auto:3478")]
     pub relay: MediaBind,
-    /// Put an ingress relay here in front of two clusters.
-    pub global_relay: Option<MediaBind>,
-    /// The address answers name for media (the entry relay's), when it is not the bind address.
+    /// The media address answers name, HOST[:PORT], when clients reach the relay at another
+    /// address than it binds (NAT, containers, clouds). Default: the bound address, or for
+    /// 0.0.0.0 the primary interface address.
+    #[arg(long, env = "VOICE_EDGE_ADVERTISE")]
     pub advertise: Option<Advertise>,
+    /// Put a global (ingress) relay at this address in front of two clusters.
+    #[arg(long, env = "VOICE_EDGE_GLOBAL_RELAY", num_args = 0..=1, default_missing_value = "auto:3479")]
+    pub global_relay: Option<MediaBind>,
+    #[command(flatten)]
+    pub lan: LanMode,
+    /// Transceivers per cluster.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub transceivers: u16,
-    /// Socket loops per transceiver.
+    /// Worker threads per transceiver, each with its own socket (consecutive ports) and calls.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub transceiver_workers: u8,
+    /// Worker threads per relay.
+    #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
     pub relay_workers: usize,
-    /// Hex route secret shared by relays and transceivers; random per process when absent.
+    /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
     pub route_secret: Option<String>,
-    /// A real Redis for the flow cache; the embedded one is started when absent.
+    /// Use this Redis for the flow cache instead of the embedded one (redis://HOST:PORT).
+    #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.
+    #[arg(long, env = "VOICE_EDGE_REQUIRE_KEYS")]
+    pub require_keys: bool,
+    /// A server API key (repeatable); it may mint ephemeral keys and place calls.
+    #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
+    pub api_keys: Vec<String>,
+    // The baseline that the relay path's connect time and latency are measured against.
+    /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
+    #[arg(long, env = "VOICE_EDGE_DIRECT")]
+    pub direct: bool,
+    /// Where the embedded Redis-protocol server listens when `redis_url` is absent.
+    #[arg(skip = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     pub embedded_redis: SocketAddr,
     /// Record flows in the cache and look them up after a relay restart.
+    #[arg(skip = true)]
     pub flow_cache: bool,
     /// Learn flows from transceivers' outbound packets after a relay restart.
+    #[arg(skip = true)]
     pub learn_outbound: bool,
+    #[arg(skip = Duration::from_secs(120))]
     pub flow_ttl: Duration,
+    #[arg(skip)]
     pub lifecycle: Lifecycle,
-    /// Refuse calls without a server key or an unexpired ephemeral key.
-    pub require_keys: bool,
-    /// Server keys (`Authorization: Bearer …`) accepted for calls and for minting.
-    pub api_keys: Vec<String>,
-    /// Answers name the transceiver's own socket instead of the relay: the baseline that the
-    /// relay path's connect time and latency are measured against.
-    pub direct: bool,
-    /// LAN mode: also serve the demo and the API over HTTPS (phones need a secure context).
-    pub https: Option<HttpsConfig>,
-}
-
-/// The HTTPS listener of LAN mode.
-#[derive(Debug, Clone)]
-pub struct HttpsConfig {
-    pub addr: SocketAddr,
-    /// The user's PEM certificate and key; a cached self-signed one when absent.
-    pub cert_files: Option<(PathBuf, PathBuf)>,
-    pub cache_dir: PathBuf,
 }
 
 impl Default for AllInOneConfig {
     fn default() -> Self {
-        AllInOneConfig {
-            http: "127.0.0.1:8080".parse().unwrap(),
-            relay: MediaBind::default(),
-            global_relay: None,
-            advertise: None,
-            transceivers: 2,
-            transceiver_workers: 2,
-            relay_workers: 1,
-            route_secret: None,
-            redis_url: None,
-            embedded_redis: "127.0.0.1:0".parse().unwrap(),
-            flow_cache: true,
-            learn_outbound: true,
-            flow_ttl: Duration::from_secs(120),
-            lifecycle: Lifecycle::default(),
-            require_keys: false,
-            api_keys: vec![],
-            direct: false,
-            https: None,
-        }
+        crate::flags::defaults()
     }
+}
+
+/// LAN mode's flags: phones need a secure context for the microphone, which plain HTTP is only
+/// on loopback, so `--lan` adds an HTTPS listener (without `/admin`) for the same API.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LanMode {
+    /// LAN mode, for phones and other machines: also serve the demo and the API over HTTPS
+    /// (--https, every interface) with a self-signed certificate, and print the URL as a QR code.
+    #[arg(long = "lan", env = "VOICE_EDGE_LAN")]
+    pub enabled: bool,
+    /// The HTTPS listener of LAN mode (admin endpoints are not served on it).
+    #[arg(long, env = "VOICE_EDGE_HTTPS", default_value = "0.0.0.0:8443")]
+    pub https: SocketAddr,
+    /// A PEM certificate (chain) for LAN mode's HTTPS instead of the self-signed one.
+    #[arg(long, env = "VOICE_EDGE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "VOICE_EDGE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Where the self-signed LAN certificate is kept, so a phone that accepted it once keeps
+    /// trusting it (default: $XDG_CACHE_HOME/voice-edge or ~/.cache/voice-edge).
+    #[arg(long, env = "VOICE_EDGE_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// A relay that can be restarted in place (same addresses, all memory dropped), as a crashed
@@ -269,9 +292,10 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             cfg.require_keys,
             cfg.api_keys.clone(),
         ));
-    let lan = match &cfg.https {
-        Some(h) => Some(start_https(h, &host, media.media_addr, &signaling).await?),
-        None => None,
+    let lan = if cfg.lan.enabled {
+        Some(start_https(&cfg.lan, &host, media.media_addr, &signaling).await?)
+    } else {
+        None
     };
     let http = serve_http(cfg.http, signaling).await?;
     let (https, https_url, https_cert) = match lan {
@@ -555,34 +579,38 @@ struct Lan {
 }
 
 async fn start_https(
-    h: &HttpsConfig,
+    lan: &LanMode,
     host: &HostAddrs,
     media_addr: SocketAddr,
     signaling: &Signaling,
 ) -> anyhow::Result<Lan> {
     // What a phone types: the LAN address for a wildcard bind (the address media is
     // advertised at when that is one of ours), else the bound address itself.
-    let lan_ip = if h.addr.ip().is_unspecified() {
+    let lan_ip = if lan.https.ip().is_unspecified() {
         Some(media_addr.ip())
             .filter(|ip| !ip.is_loopback() && host.is_local(*ip))
             .or_else(|| host.primary())
-            .unwrap_or(media_address::reachable(h.addr).ip())
+            .unwrap_or(media_address::reachable(lan.https).ip())
     } else {
-        h.addr.ip()
+        lan.https.ip()
     };
-    let source = match &h.cert_files {
-        Some((cert, key)) => CertSource::Files {
+    let source = match (&lan.tls_cert, &lan.tls_key) {
+        (Some(cert), Some(key)) => CertSource::Files {
             cert: cert.clone(),
             key: key.clone(),
         },
-        None => CertSource::SelfSigned {
-            cache_dir: h.cache_dir.clone(),
+        _ => CertSource::SelfSigned {
+            cache_dir: lan
+                .cache_dir
+                .clone()
+                .unwrap_or_else(https::default_cache_dir),
             names: https::names_for(&[lan_ip, media_addr.ip()]),
         },
     };
     let pem = source.load()?;
     let cert = pem.origin.clone();
-    let server = HttpsServer::start(h.addr, pem, signaling.clone().router_without_admin()).await?;
+    let server =
+        HttpsServer::start(lan.https, pem, signaling.clone().router_without_admin()).await?;
     let url = format!(
         "https://{}:{}/",
         media_address::url_host(lan_ip),
@@ -625,4 +653,28 @@ async fn serve_http(addr: SocketAddr, signaling: Signaling) -> anyhow::Result<Ht
         server,
         shutdown,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults live in the flags now; these are the values `Default` had when it was
+    /// written out by hand, which tests and embedders rely on.
+    #[test]
+    fn default_is_what_the_flags_default_to() {
+        let c = AllInOneConfig::default();
+        assert_eq!(c.http, SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)));
+        assert_eq!(c.relay, MediaBind::default());
+        assert_eq!((c.global_relay, c.advertise), (None, None));
+        assert_eq!(
+            (c.transceivers, c.transceiver_workers, c.relay_workers),
+            (2, 2, 1)
+        );
+        assert_eq!((&c.route_secret, &c.redis_url), (&None, &None));
+        assert!(!c.require_keys && c.api_keys.is_empty() && !c.direct && !c.lan.enabled);
+        assert_eq!(c.embedded_redis, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+        assert!(c.flow_cache && c.learn_outbound);
+        assert_eq!(c.flow_ttl, Duration::from_secs(120));
+    }
 }

@@ -10,6 +10,7 @@ pub mod allinone;
 pub mod audio;
 pub mod cache;
 pub mod control;
+pub mod flags;
 pub mod https;
 pub mod loadgen;
 pub mod media_address;

@@ -101,20 +101,7 @@ pub struct LoadgenArgs {
 
 impl Default for LoadgenArgs {
     fn default() -> Self {
-        LoadgenArgs {
-            url: "http://127.0.0.1:8080".into(),
-            sessions: 10,
-            duration: 30.0,
-            ramp: 50.0,
-            path: "/v1/realtime/calls".into(),
-            model: "loopback".into(),
-            server_pid: None,
-            workers: 2,
-            setup_timeout: 10.0,
-            no_http_hangup: false,
-            bind: None,
-            http_threads: 8,
-        }
+        crate::flags::defaults()
     }
 }
 
