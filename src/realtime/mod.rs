@@ -4,7 +4,7 @@
 //! the media side feeds it voice-activity edges and playback progress; it answers with server
 //! event frames ([`Conversation::poll_frame`]) and media [`Action`]s ([`Conversation::poll_action`]).
 //! It owns no I/O, thread or clock (every time is passed in), so the whole event grammar of
-//! `../shared/REALTIME.md` §4–7 can be checked in unit tests, and the order of events and the ids
+//! `docs/realtime-protocol.md` §4–7 can be checked in unit tests, and the order of events and the ids
 //! they carry are decided in exactly one place.
 //!
 //! Layout: `session_config` holds the effective session object and `session.update` rules,

@@ -1,4 +1,4 @@
-//! The response lifecycle, in the order of REALTIME.md §4: `response.created`,
+//! The response lifecycle, in the order of docs/realtime-protocol.md §4: `response.created`,
 //! `rate_limits.updated`, the assistant item and content part, `Speak` + `output_audio_buffer.started`,
 //! transcript deltas paced by playback, then on `on_audio_done` the `.done` events, `response.done`
 //! and `output_audio_buffer.stopped`. A cancelled response (client cancel, clear, barge-in) sends

@@ -1,5 +1,6 @@
-//! Engine tests. Every emitted frame is parsed and checked against REALTIME.md §4 "Fields per
-//! event" and the SDK's item rules by [`Harness`], so each test also checks the wire shapes.
+//! Engine tests. Every emitted frame is parsed and checked against docs/realtime-protocol.md §4
+//! "Fields per event" and the SDK's item rules by [`Harness`], so each test also checks the wire
+//! shapes.
 
 mod check;
 mod items;
