@@ -21,6 +21,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use super::call::{Ctx, Live, Phase, Record};
 use super::http::{Job, Reply};
 use super::stats::Histogram;
+use crate::wakeup::EventFd;
 
 const EVENTFD_TOKEN: u64 = u64::MAX;
 const MAX_EVENTS: usize = 512;
@@ -29,38 +30,6 @@ const READ_BURST: usize = 32;
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
 /// How long a call waits for its HTTP hang-up before it just closes.
 const HANGUP_WAIT: Duration = Duration::from_secs(3);
-
-pub struct EventFd(RawFd);
-
-impl EventFd {
-    pub fn new() -> std::io::Result<EventFd> {
-        // SAFETY: plain syscall; the fd is owned by the returned value.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(EventFd(fd))
-    }
-
-    pub fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
-        unsafe { libc::write(self.0, &one as *const u64 as *const libc::c_void, 8) };
-    }
-
-    fn drain(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64 from our own non-blocking eventfd.
-        unsafe { libc::read(self.0, &mut v as *mut u64 as *mut libc::c_void, 8) };
-    }
-}
-
-impl Drop for EventFd {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.0) };
-    }
-}
 
 struct Epoll(RawFd);
 
@@ -173,7 +142,7 @@ impl CallLoop {
         shared: Shared,
     ) -> anyhow::Result<CallLoop> {
         let epoll = Epoll::new()?;
-        epoll.add(eventfd.0, EVENTFD_TOKEN)?;
+        epoll.add(eventfd.fd(), EVENTFD_TOKEN)?;
         let slots = (id..plan.sessions)
             .step_by(plan.workers)
             .map(|index| Slot {

@@ -244,7 +244,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
     let mut eventfds = Vec::new();
     for _ in 0..workers {
         let (tx, rx) = std::sync::mpsc::channel();
-        let efd = Arc::new(call_loop::EventFd::new()?);
+        let efd = Arc::new(crate::wakeup::EventFd::new()?);
         reply_tos.push(http::ReplyTo {
             tx,
             eventfd: efd.clone(),
