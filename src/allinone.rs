@@ -21,76 +21,99 @@ use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
 use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle, RelaySockets};
 use crate::routing::RouteKeys;
-use crate::signaling::{AdminAction, ClusterView, Signaling};
+use crate::signaling::{AdminAction, ClusterView, Signaling, StatsFn};
 use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
 
-#[derive(Debug, Clone)]
+/// The all-in-one's settings: the flags of `voice-edge` with no subcommand, declared here so
+/// the binary parses straight into what [`start`] takes, plus knobs only tests turn (`skip`).
+#[derive(clap::Args, Debug, Clone)]
 pub struct AllInOneConfig {
+    /// HTTP address for signaling, the demo page and admin endpoints (loopback: this machine only).
+    #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
-    /// Where the cluster relay's public socket binds (the first cluster's, with a global relay).
+    // With a global relay, this is the first cluster's relay; the global one binds `global_relay`.
+    /// Where the relay's public UDP socket binds: `auto[:PORT]` is this machine's primary
+    /// non-loopback address (which every browser, Firefox included, and LAN devices reach; loopback
+    /// if there is none), or IP:PORT (0.0.0.0 binds every interface).
+    #[arg(long, env = "VOICE_EDGE_RELAY", default_value = "auto:3478")]
     pub relay: MediaBind,
-    /// Put an ingress relay here in front of two clusters.
-    pub global_relay: Option<MediaBind>,
-    /// The address answers name for media (the entry relay's), when it is not the bind address.
+    /// The media address answers name, HOST[:PORT], when clients reach the relay at another
+    /// address than it binds (NAT, containers, clouds). Default: the bound address, or for
+    /// 0.0.0.0 the primary interface address.
+    #[arg(long, env = "VOICE_EDGE_ADVERTISE")]
     pub advertise: Option<Advertise>,
+    /// Put a global (ingress) relay at this address in front of two clusters.
+    #[arg(long, env = "VOICE_EDGE_GLOBAL_RELAY", num_args = 0..=1, default_missing_value = "auto:3479")]
+    pub global_relay: Option<MediaBind>,
+    #[command(flatten)]
+    pub lan: LanMode,
+    /// Transceivers per cluster.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
     pub transceivers: u16,
-    /// Socket loops per transceiver.
+    /// Worker threads per transceiver, each with its own socket (consecutive ports) and calls.
+    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
     pub transceiver_workers: u8,
+    /// Worker threads per relay.
+    #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
     pub relay_workers: usize,
-    /// Hex route secret shared by relays and transceivers; random per process when absent.
+    /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
+    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
     pub route_secret: Option<String>,
-    /// A real Redis for the flow cache; the embedded one is started when absent.
+    /// Use this Redis for the flow cache instead of the embedded one (redis://HOST:PORT).
+    #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     pub redis_url: Option<String>,
+    /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.
+    #[arg(long, env = "VOICE_EDGE_REQUIRE_KEYS")]
+    pub require_keys: bool,
+    /// A server API key (repeatable); it may mint ephemeral keys and place calls.
+    #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
+    pub api_keys: Vec<String>,
+    // The baseline that the relay path's connect time and latency are measured against.
+    /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
+    #[arg(long, env = "VOICE_EDGE_DIRECT")]
+    pub direct: bool,
+    /// Where the embedded Redis-protocol server listens when `redis_url` is absent.
+    #[arg(skip = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     pub embedded_redis: SocketAddr,
     /// Record flows in the cache and look them up after a relay restart.
+    #[arg(skip = true)]
     pub flow_cache: bool,
     /// Learn flows from transceivers' outbound packets after a relay restart.
+    #[arg(skip = true)]
     pub learn_outbound: bool,
+    #[arg(skip = Duration::from_secs(120))]
     pub flow_ttl: Duration,
+    #[arg(skip)]
     pub lifecycle: Lifecycle,
-    /// Refuse calls without a server key or an unexpired ephemeral key.
-    pub require_keys: bool,
-    /// Server keys (`Authorization: Bearer …`) accepted for calls and for minting.
-    pub api_keys: Vec<String>,
-    /// Answers name the transceiver's own socket instead of the relay: the baseline that the
-    /// relay path's connect time and latency are measured against.
-    pub direct: bool,
-    /// LAN mode: also serve the demo and the API over HTTPS (phones need a secure context).
-    pub https: Option<HttpsConfig>,
-}
-
-/// The HTTPS listener of LAN mode.
-#[derive(Debug, Clone)]
-pub struct HttpsConfig {
-    pub addr: SocketAddr,
-    /// The user's PEM certificate and key; a cached self-signed one when absent.
-    pub cert_files: Option<(PathBuf, PathBuf)>,
-    pub cache_dir: PathBuf,
 }
 
 impl Default for AllInOneConfig {
     fn default() -> Self {
-        AllInOneConfig {
-            http: "127.0.0.1:8080".parse().unwrap(),
-            relay: MediaBind::default(),
-            global_relay: None,
-            advertise: None,
-            transceivers: 2,
-            transceiver_workers: 2,
-            relay_workers: 1,
-            route_secret: None,
-            redis_url: None,
-            embedded_redis: "127.0.0.1:0".parse().unwrap(),
-            flow_cache: true,
-            learn_outbound: true,
-            flow_ttl: Duration::from_secs(120),
-            lifecycle: Lifecycle::default(),
-            require_keys: false,
-            api_keys: vec![],
-            direct: false,
-            https: None,
-        }
+        crate::flags::defaults()
     }
+}
+
+/// LAN mode's flags: phones need a secure context for the microphone, which plain HTTP is only
+/// on loopback, so `--lan` adds an HTTPS listener (without `/admin`) for the same API.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LanMode {
+    /// LAN mode, for phones and other machines: also serve the demo and the API over HTTPS
+    /// (--https, every interface) with a self-signed certificate, and print the URL as a QR code.
+    #[arg(long = "lan", env = "VOICE_EDGE_LAN")]
+    pub enabled: bool,
+    /// The HTTPS listener of LAN mode (admin endpoints are not served on it).
+    #[arg(long, env = "VOICE_EDGE_HTTPS", default_value = "0.0.0.0:8443")]
+    pub https: SocketAddr,
+    /// A PEM certificate (chain) for LAN mode's HTTPS instead of the self-signed one.
+    #[arg(long, env = "VOICE_EDGE_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The PEM private key of --tls-cert.
+    #[arg(long, env = "VOICE_EDGE_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// Where the self-signed LAN certificate is kept, so a phone that accepted it once keeps
+    /// trusting it (default: $XDG_CACHE_HOME/voice-edge or ~/.cache/voice-edge).
+    #[arg(long, env = "VOICE_EDGE_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 /// A relay that can be restarted in place (same addresses, all memory dropped), as a crashed
@@ -250,65 +273,145 @@ impl Running {
     }
 }
 
-/// Starts every component; must run inside a tokio runtime.
+/// Starts every component; must run inside a tokio runtime. Each step is a function below, in
+/// the order they run: the relays' sockets configure the transceivers, the transceivers the
+/// relays' member tables, and all of them the signaling that is started last.
 pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
-    let keys = match &cfg.route_secret {
-        Some(hex) => RouteKeys::from_hex(0, hex)?,
-        None => RouteKeys::from_hex(0, &hex::encode(rand::random::<[u8; 32]>()))?,
-    };
-    let redis_addr = if cfg.flow_cache {
-        Some(match &cfg.redis_url {
-            Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
-            None => format!(
-                "redis://{}",
-                cache::start_embedded(cfg.embedded_redis).await?
-            ),
-        })
-    } else {
-        None
-    };
+    let keys = route_keys(cfg.route_secret.as_deref())?;
+    let redis_addr = start_flow_cache(&cfg).await?;
     let flow_cache = redis_addr.clone().map(|redis| FlowCacheConfig {
         redis,
         ttl: cfg.flow_ttl,
     });
-
-    // Clients reach the entry relay (the global one, if any) at the advertised address; the
-    // cluster relays behind a global relay and every internal socket (relay links, transceivers)
-    // stay on loopback, where nothing outside this machine can reach them.
     let host = HostAddrs::read();
-    let internal: IpAddr = Ipv4Addr::LOCALHOST.into();
-    let entry_plan = |bind: MediaBind, advertise: Option<Advertise>| -> MediaPlan {
-        let p = media_address::plan(bind, advertise, &host);
-        if let Some(w) = p.warning {
-            log::warn!("{w}");
-        }
-        p
+    let plans = MediaPlans::new(&cfg, &host);
+    let media = start_media(&cfg, &plans, &keys, flow_cache)?;
+    let signaling = Signaling::new(media.views, stats(&media.relays, redis_addr.as_deref()))
+        .with_admin(admin_actions(&media.relays, &media.transceivers))
+        .with_keys(crate::signaling::keys::Keys::new(
+            cfg.require_keys,
+            cfg.api_keys.clone(),
+        ));
+    let lan = if cfg.lan.enabled {
+        Some(start_https(&cfg.lan, &host, media.media_addr, &signaling).await?)
+    } else {
+        None
     };
-    let (cluster0_plan, global_plan) = match cfg.global_relay {
-        Some(g) => (
-            media_address::plan(cfg.relay, None, &host),
-            Some(entry_plan(g, cfg.advertise)),
+    let http = serve_http(cfg.http, signaling).await?;
+    let (https, https_url, https_cert) = match lan {
+        Some(l) => (Some(l.server), Some(l.url), Some(l.cert)),
+        None => (None, None, None),
+    };
+    Ok(Running {
+        http_addr: http.addr,
+        http_url: http.url,
+        https_url,
+        https_cert,
+        https,
+        media_addr: media.media_addr,
+        media_bind: media.media_bind,
+        redis_addr,
+        relays: media.relays,
+        transceivers: media.transceivers,
+        threads: media.threads,
+        server: http.server,
+        shutdown: http.shutdown,
+    })
+}
+
+/// Every internal socket (relay links, transceivers, cluster relays behind a global one) binds
+/// here, where nothing outside this machine can reach it.
+const INTERNAL: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+fn internal_socket() -> SocketAddr {
+    SocketAddr::new(INTERNAL, 0)
+}
+
+/// The configured route secret, or a random one: nothing outside this process mints routes.
+fn route_keys(secret: Option<&str>) -> anyhow::Result<RouteKeys> {
+    Ok(match secret {
+        Some(hex) => RouteKeys::from_hex(0, hex)?,
+        None => RouteKeys::from_hex(0, &hex::encode(rand::random::<[u8; 32]>()))?,
+    })
+}
+
+/// The flow cache's Redis URL: the configured one, or the embedded server started here.
+async fn start_flow_cache(cfg: &AllInOneConfig) -> anyhow::Result<Option<String>> {
+    if !cfg.flow_cache {
+        return Ok(None);
+    }
+    Ok(Some(match &cfg.redis_url {
+        Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
+        None => format!(
+            "redis://{}",
+            cache::start_embedded(cfg.embedded_redis).await?
         ),
-        None => (entry_plan(cfg.relay, cfg.advertise), None),
-    };
+    }))
+}
+
+/// Where the relays bind and what answers name. Clients reach the entry relay (the global one,
+/// if any) at the advertised address; a cluster relay behind a global relay is internal.
+struct MediaPlans {
+    cluster0: MediaPlan,
+    global: Option<MediaPlan>,
+}
+
+impl MediaPlans {
+    fn new(cfg: &AllInOneConfig, host: &HostAddrs) -> MediaPlans {
+        let entry_plan = |bind: MediaBind, advertise: Option<Advertise>| -> MediaPlan {
+            let p = media_address::plan(bind, advertise, host);
+            if let Some(w) = p.warning {
+                log::warn!("{w}");
+            }
+            p
+        };
+        match cfg.global_relay {
+            Some(g) => MediaPlans {
+                cluster0: media_address::plan(cfg.relay, None, host),
+                global: Some(entry_plan(g, cfg.advertise)),
+            },
+            None => MediaPlans {
+                cluster0: entry_plan(cfg.relay, cfg.advertise),
+                global: None,
+            },
+        }
+    }
+}
+
+/// The media path as started: relays and transceivers, and what signaling and `Running` need
+/// of them.
+struct Media {
+    views: Vec<ClusterView>,
+    relays: Vec<Arc<RelaySlot>>,
+    transceivers: Vec<TransceiverHandle>,
+    threads: Vec<JoinHandle<()>>,
+    /// What answers name, and where the entry relay is bound.
+    media_addr: SocketAddr,
+    media_bind: SocketAddr,
+}
+
+/// Starts one cluster (two behind a global relay), each a relay and its transceivers, then the
+/// global relay in front of them.
+fn start_media(
+    cfg: &AllInOneConfig,
+    plans: &MediaPlans,
+    keys: &RouteKeys,
+    flow_cache: Option<FlowCacheConfig>,
+) -> anyhow::Result<Media> {
     // Relay sockets are bound up front (and kept): their addresses configure everything else.
-    let mut global = match &global_plan {
+    let global = match &plans.global {
         Some(p) => Some(RelaySockets::bind(
             p.bind,
-            SocketAddr::new(internal, 0),
+            internal_socket(),
             cfg.relay_workers,
         )?),
         None => None,
     };
     let global_addrs = global
         .as_ref()
-        .zip(global_plan)
+        .zip(plans.global.as_ref())
         .map(|(g, p)| (p.advertised(g.public_addr), g.link_addr));
-    let clusters: Vec<u16> = if global.is_some() {
-        vec![0, 1]
-    } else {
-        vec![0]
-    };
+    let clusters: &[u16] = if global.is_some() { &[0, 1] } else { &[0] };
 
     let mut views = vec![];
     let mut relays = vec![];
@@ -316,50 +419,29 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let mut threads = vec![];
     let mut cluster_links = HashMap::new();
     let mut entry = None;
-    for &cluster in &clusters {
+    for &cluster in clusters {
         let listen = if cluster == 0 {
-            cluster0_plan.bind
+            plans.cluster0.bind
         } else {
-            SocketAddr::new(internal, 0)
+            internal_socket()
         };
-        let sockets = RelaySockets::bind(listen, SocketAddr::new(internal, 0), cfg.relay_workers)?;
+        let sockets = RelaySockets::bind(listen, internal_socket(), cfg.relay_workers)?;
         let public = sockets.public_addr;
         let media_addr = match global_addrs {
             Some((g, _)) => g,
-            None => cluster0_plan.advertised(public),
+            None => plans.cluster0.advertised(public),
         };
         if cluster == 0 && global_addrs.is_none() {
             entry = Some((media_addr, public));
         }
-        let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
-        let mut ts = vec![];
-        for id in 1..=cfg.transceivers {
-            // With --direct clients reach the transceivers' own sockets, so those bind where the
-            // relay would have, and answers name them at the relay's advertised IP.
-            let (bind, candidate) = if cfg.direct {
-                (
-                    SocketAddr::new(cluster0_plan.bind.ip(), 0),
-                    AnswerCandidate::OwnSocket(cluster0_plan.advertise_ip),
-                )
-            } else {
-                (
-                    SocketAddr::new(internal, 0),
-                    AnswerCandidate::Relay(media_addr),
-                )
-            };
-            let (h, workers) = transceiver::spawn(TransceiverConfig {
-                cluster,
-                id,
-                bind,
-                candidate,
-                route_keys: keys.clone(),
-                lifecycle: cfg.lifecycle,
-                workers: cfg.transceiver_workers,
-            })?;
-            members = members.with(id, h.addr);
-            ts.push(h);
-            threads.extend(workers);
-        }
+        let (members, ts) = start_transceivers(
+            cfg,
+            cluster,
+            media_addr,
+            &plans.cluster0,
+            keys,
+            &mut threads,
+        )?;
         let mut rc = RelayConfig::new(public, members, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache.clone();
@@ -379,27 +461,82 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .collect(),
         });
     }
-    if let Some(sockets) = global.take() {
+    if let Some(sockets) = global {
         let public = sockets.public_addr;
         let mut rc = RelayConfig::global(public, cluster_links, keys.clone());
         rc.learn_outbound = cfg.learn_outbound;
-        rc.cache = flow_cache.clone();
+        rc.cache = flow_cache;
         relays.insert(0, RelaySlot::start("global".into(), rc, sockets)?);
         entry = global_addrs.map(|(advertised, _)| (advertised, public));
     }
     let (media_addr, media_bind) = entry.expect("an entry relay was started");
+    Ok(Media {
+        views,
+        relays,
+        transceivers: handles,
+        threads,
+        media_addr,
+        media_bind,
+    })
+}
 
-    let relays_for_stats = relays.clone();
-    let redis_for_stats = redis_addr.as_deref().map(cache::redact_redis_url);
-    let stats = Arc::new(move || {
+/// Starts one cluster's transceivers, adding their socket threads to `threads`; returns them
+/// with the member table their relay routes by.
+fn start_transceivers(
+    cfg: &AllInOneConfig,
+    cluster: u16,
+    media_addr: SocketAddr,
+    cluster0: &MediaPlan,
+    keys: &RouteKeys,
+    threads: &mut Vec<JoinHandle<()>>,
+) -> anyhow::Result<(ClusterMembers, Vec<TransceiverHandle>)> {
+    let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
+    let mut ts = vec![];
+    for id in 1..=cfg.transceivers {
+        // With --direct clients reach the transceivers' own sockets, so those bind where the
+        // relay would have, and answers name them at the relay's advertised IP.
+        let (bind, candidate) = if cfg.direct {
+            (
+                SocketAddr::new(cluster0.bind.ip(), 0),
+                AnswerCandidate::OwnSocket(cluster0.advertise_ip),
+            )
+        } else {
+            (internal_socket(), AnswerCandidate::Relay(media_addr))
+        };
+        let (h, workers) = transceiver::spawn(TransceiverConfig {
+            cluster,
+            id,
+            bind,
+            candidate,
+            route_keys: keys.clone(),
+            lifecycle: cfg.lifecycle,
+            workers: cfg.transceiver_workers,
+        })?;
+        members = members.with(id, h.addr);
+        ts.push(h);
+        threads.extend(workers);
+    }
+    Ok((members, ts))
+}
+
+/// `/admin/stats` beyond placement: the relays' counters and the flow cache in use.
+fn stats(relays: &[Arc<RelaySlot>], redis_addr: Option<&str>) -> StatsFn {
+    let relays = relays.to_vec();
+    let redis = redis_addr.map(cache::redact_redis_url);
+    Arc::new(move || {
         json!({
-            "relays": relays_for_stats.iter().map(|r| r.stats()).collect::<Vec<_>>(),
-            "flow_cache": {"redis": redis_for_stats},
+            "relays": relays.iter().map(|r| r.stats()).collect::<Vec<_>>(),
+            "flow_cache": {"redis": redis},
         })
-    });
-    let relays_for_admin = relays.clone();
-    let transceivers_for_admin = handles.clone();
-    let admin: AdminAction = Arc::new(move |action: &str| match action {
+    })
+}
+
+/// The all-in-one's `POST /admin/actions/{name}`: what an operator (or a recovery test) does to
+/// a relay or a transceiver that in a deployment would be a pod restart or a drain.
+fn admin_actions(relays: &[Arc<RelaySlot>], transceivers: &[TransceiverHandle]) -> AdminAction {
+    let relays = relays.to_vec();
+    let transceivers = transceivers.to_vec();
+    Arc::new(move |action: &str| match action {
         // Dev-only: drop a relay's memory as a crash would, to measure recovery.
         a if a.starts_with("restart-relay") => {
             let name = a
@@ -407,7 +544,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .unwrap_or("")
                 .trim_start_matches(':');
             let name = if name.is_empty() { "cluster-0" } else { name };
-            let r = relays_for_admin
+            let r = relays
                 .iter()
                 .find(|r| r.name == name)
                 .ok_or_else(|| format!("no relay named {name:?}"))?;
@@ -420,7 +557,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
                 .parse()
                 .map_err(|_| format!("bad transceiver id in {a:?}"))?;
             let mut n = 0;
-            for t in transceivers_for_admin.iter().filter(|t| t.id == id) {
+            for t in transceivers.iter().filter(|t| t.id == id) {
                 t.drain();
                 n += 1;
             }
@@ -430,53 +567,75 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             Ok(json!({"draining": id, "transceivers": n}))
         }
         other => Err(format!("unknown admin action {other:?}")),
-    });
-    let signaling = Signaling::new(views, stats).with_admin(admin).with_keys(
-        crate::signaling::keys::Keys::new(cfg.require_keys, cfg.api_keys.clone()),
-    );
-    let (https, https_url, https_cert) = match &cfg.https {
-        Some(h) => {
-            // What a phone types: the LAN address for a wildcard bind (the address media is
-            // advertised at when that is one of ours), else the bound address itself.
-            let lan_ip = if h.addr.ip().is_unspecified() {
-                Some(media_addr.ip())
-                    .filter(|ip| !ip.is_loopback() && host.is_local(*ip))
-                    .or_else(|| host.primary())
-                    .unwrap_or(media_address::reachable(h.addr).ip())
-            } else {
-                h.addr.ip()
-            };
-            let source = match &h.cert_files {
-                Some((cert, key)) => CertSource::Files {
-                    cert: cert.clone(),
-                    key: key.clone(),
-                },
-                None => CertSource::SelfSigned {
-                    cache_dir: h.cache_dir.clone(),
-                    names: https::names_for(&[lan_ip, media_addr.ip()]),
-                },
-            };
-            let pem = source.load()?;
-            let origin = pem.origin.clone();
-            let server =
-                HttpsServer::start(h.addr, pem, signaling.clone().router_without_admin()).await?;
-            let url = format!(
-                "https://{}:{}/",
-                media_address::url_host(lan_ip),
-                server.addr.port()
-            );
-            if media_addr.ip().is_loopback() {
-                log::warn!(
-                    "LAN mode, but media is advertised on loopback ({media_addr}): other devices cannot send audio; drop --relay or pass --advertise"
-                );
-            }
-            (Some(server), Some(url), Some(origin))
-        }
-        None => (None, None, None),
+    })
+}
+
+/// LAN mode's listener, and what the banner shows of it.
+struct Lan {
+    server: HttpsServer,
+    url: String,
+    /// What signs the certificate (self-signed, or the user's issuer).
+    cert: String,
+}
+
+async fn start_https(
+    lan: &LanMode,
+    host: &HostAddrs,
+    media_addr: SocketAddr,
+    signaling: &Signaling,
+) -> anyhow::Result<Lan> {
+    // What a phone types: the LAN address for a wildcard bind (the address media is
+    // advertised at when that is one of ours), else the bound address itself.
+    let lan_ip = if lan.https.ip().is_unspecified() {
+        Some(media_addr.ip())
+            .filter(|ip| !ip.is_loopback() && host.is_local(*ip))
+            .or_else(|| host.primary())
+            .unwrap_or(media_address::reachable(lan.https).ip())
+    } else {
+        lan.https.ip()
     };
-    let listener = tokio::net::TcpListener::bind(cfg.http).await?;
-    let http_addr = listener.local_addr()?;
-    let http_url = format!("http://{}/", media_address::reachable(http_addr));
+    let source = match (&lan.tls_cert, &lan.tls_key) {
+        (Some(cert), Some(key)) => CertSource::Files {
+            cert: cert.clone(),
+            key: key.clone(),
+        },
+        _ => CertSource::SelfSigned {
+            cache_dir: lan
+                .cache_dir
+                .clone()
+                .unwrap_or_else(https::default_cache_dir),
+            names: https::names_for(&[lan_ip, media_addr.ip()]),
+        },
+    };
+    let pem = source.load()?;
+    let cert = pem.origin.clone();
+    let server =
+        HttpsServer::start(lan.https, pem, signaling.clone().router_without_admin()).await?;
+    let url = format!(
+        "https://{}:{}/",
+        media_address::url_host(lan_ip),
+        server.addr.port()
+    );
+    if media_addr.ip().is_loopback() {
+        log::warn!(
+            "LAN mode, but media is advertised on loopback ({media_addr}): other devices cannot send audio; drop --relay or pass --advertise"
+        );
+    }
+    Ok(Lan { server, url, cert })
+}
+
+/// The plain HTTP listener: API, demo page and admin, until `shutdown` says stop.
+struct Http {
+    addr: SocketAddr,
+    url: String,
+    server: tokio::task::JoinHandle<()>,
+    shutdown: tokio::sync::watch::Sender<bool>,
+}
+
+async fn serve_http(addr: SocketAddr, signaling: Signaling) -> anyhow::Result<Http> {
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    let addr = listener.local_addr()?;
+    let url = format!("http://{}/", media_address::reachable(addr));
     let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(async move {
         let r = axum::serve(listener, signaling.router())
@@ -488,20 +647,34 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             log::error!("http server: {e}");
         }
     });
-
-    Ok(Running {
-        http_addr,
-        http_url,
-        https_url,
-        https_cert,
-        https,
-        media_addr,
-        media_bind,
-        redis_addr,
-        relays,
-        transceivers: handles,
-        threads,
+    Ok(Http {
+        addr,
+        url,
         server,
         shutdown,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The defaults live in the flags now; these are the values `Default` had when it was
+    /// written out by hand, which tests and embedders rely on.
+    #[test]
+    fn default_is_what_the_flags_default_to() {
+        let c = AllInOneConfig::default();
+        assert_eq!(c.http, SocketAddr::from((Ipv4Addr::LOCALHOST, 8080)));
+        assert_eq!(c.relay, MediaBind::default());
+        assert_eq!((c.global_relay, c.advertise), (None, None));
+        assert_eq!(
+            (c.transceivers, c.transceiver_workers, c.relay_workers),
+            (2, 2, 1)
+        );
+        assert_eq!((&c.route_secret, &c.redis_url), (&None, &None));
+        assert!(!c.require_keys && c.api_keys.is_empty() && !c.direct && !c.lan.enabled);
+        assert_eq!(c.embedded_redis, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+        assert!(c.flow_cache && c.learn_outbound);
+        assert_eq!(c.flow_ttl, Duration::from_secs(120));
+    }
 }

@@ -1,26 +1,94 @@
 //! voice-edge: a WebRTC edge for voice AI.
 //!
-//! A thin [`relay`] owns the one public UDP port and routes each packet to the [`transceiver`]
-//! that owns its session, using the route hidden in the ICE ufrag ([`routing`]). Transceivers
-//! terminate ICE/DTLS/SRTP/SCTP on one shared socket each and bridge audio and data-channel
-//! events to a [`model`]. [`signaling`] speaks the OpenAI Realtime WebRTC HTTP flow and places
-//! calls; [`allinone`] wires everything into one process for `cargo run`.
+//! A packet from a browser enters at a [`relay`], which finds the call's owner from the route in
+//! the ICE ufrag ([`routing`]) and forwards it to a [`transceiver`]; the transceiver terminates
+//! ICE/DTLS/SRTP/SCTP and hands the call's events to the [`realtime`] engine and its audio to the
+//! [`audio`] pipeline or a [`model`]. Around that path, [`signaling`] creates calls, [`control`]
+//! and [`membership`] tell it where transceivers are, and [`allinone`] or [`roles`] wire it all
+//! into processes. The modules below are declared in that order: the packet path first.
 
-pub mod allinone;
-pub mod audio;
-pub mod cache;
-pub mod control;
-pub mod https;
-pub mod loadgen;
-pub mod media_address;
-pub mod membership;
-pub mod model;
-pub mod ops;
-pub mod realtime;
+// The packet path.
+
+// The public door: one UDP port, many calls. One public port per session cannot be opened,
+// balanced or moved with containers, yet every packet of a call must reach the one process
+// holding its ICE and DTLS state; the relay squares that by reading just enough of a client's
+// first packet to find the owner, then forwarding by address, stateless and allocation-free.
 pub mod relay;
-pub mod roles;
+
+// The contract between relay and transceiver, and the only code they share: the route in the
+// server's ICE ufrag (MAC'd, so a forged ufrag cannot steer packets inward), the STUN peek and
+// the link header that carries the client's address over the internal hop. Pure codecs, so the
+// two sides cannot drift apart and the parsers can be fuzzed.
 pub mod routing;
-pub mod signaling;
-pub mod transceiver;
+
+// The other half of what relay and transceiver share: batched `recvmmsg`/`sendmmsg`, because on
+// a busy UDP socket the per-call cost of the kernel, not the packet work, is where time goes,
+// and the batching crates batch segments to one destination while ours go to many.
 pub mod udp_batch;
+
+// How those socket loops sleep and are woken: each in its own `poll(2)` with an eventfd, so a
+// datagram wakes exactly the thread that reads it, not a shared reactor that hands it over.
 pub mod wakeup;
+
+// Where WebRTC ends: ICE-lite, DTLS, SRTP and SCTP for many calls on one socket per worker,
+// through the sans-I/O `rtc` core, because the async `webrtc` stack binds a socket per call.
+// It bridges each call's audio and `oai-events` channel to the engine and the models.
+pub mod transceiver;
+
+// The OpenAI Realtime protocol as a deterministic engine (events in, events and media actions
+// out, no I/O or clock), so existing Realtime clients work unchanged and the event grammar is
+// tested without a network.
+pub mod realtime;
+
+// What the stub models hear and say: Opus in and out, server VAD, text to speech and paced
+// playback; the media half of a conversation, again without sockets or clocks.
+pub mod audio;
+
+// The boundary a real model backend plugs into: audio frames in, frames out, per call. Today
+// the `loopback` model, the network reference; `echo` and `tts` go through `realtime`.
+pub mod model;
+
+// Creating calls, and knowing where they can go.
+
+// The HTTP front door: the Realtime WebRTC flow (offers, keys, hang-up, ICE restart), placement
+// on the least-loaded transceiver, the demo page and the operator's endpoints. Calls are
+// created here and nowhere else.
+pub mod signaling;
+
+// How signaling reaches a transceiver: one trait, a function call in the all-in-one and
+// authenticated JSON over HTTP between split roles, so the call flow is one code path.
+pub mod control;
+
+// Which transceiver id lives at which address: static in the all-in-one, Redis leases with the
+// roles split. Routes carry ids, never addresses; this is the one place ids become addresses.
+pub mod membership;
+
+// Which address the relay binds and which one answers name. They differ behind NAT, in
+// containers and for Firefox on loopback, and an answer naming the wrong one never connects.
+pub mod media_address;
+
+// Running it.
+
+// `/metrics` and `/health` on a listener of their own in each split role, and the
+// `voice-edge health` probe a container's HEALTHCHECK runs.
+pub mod ops;
+
+// LAN mode's HTTPS listener: a phone's browser grants the microphone only in a secure context.
+pub mod https;
+
+// The embedded Redis-protocol server, so `cargo run` has the relays' flow cache without Redis.
+pub mod cache;
+
+// Settings are flags with environment twins, declared once on the config that uses them.
+pub mod flags;
+
+// The split roles (signaling, transceiver) as processes of the one binary: the same modules,
+// wired through Redis membership and the control API instead of function calls.
+pub mod roles;
+
+// Everything above in one process, wired by function calls: what `cargo run` starts.
+pub mod allinone;
+
+// Not part of the edge: `voice-edge loadgen` opens many real WebRTC calls against one and
+// reports what they saw, so load is measured with the same binary and `rtc` core.
+pub mod loadgen;

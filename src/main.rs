@@ -3,13 +3,11 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
-use voice_edge::allinone::{self, AllInOneConfig, HttpsConfig, Running};
-use voice_edge::https;
-use voice_edge::media_address::{Advertise, MediaBind};
+use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::media_address::Advertise;
 use voice_edge::membership::parse_member;
 use voice_edge::relay::{self, FlowCacheConfig, RelayConfig, Tier};
 use voice_edge::routing::{RouteKeys, ufrag};
@@ -55,69 +53,44 @@ enum Command {
     Loadgen(voice_edge::loadgen::LoadgenArgs),
 }
 
+/// `voice-edge` with no subcommand: the all-in-one's own flags, and how this process stops.
 #[derive(Args, Debug)]
 struct AllInOneArgs {
-    /// HTTP address for signaling, the demo page and admin endpoints (loopback: this machine only).
-    #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "127.0.0.1:8080")]
-    http: SocketAddr,
-    /// Where the relay's public UDP socket binds: `auto[:PORT]` is this machine's primary
-    /// non-loopback address (which every browser, Firefox included, and LAN devices reach; loopback
-    /// if there is none), or IP:PORT (0.0.0.0 binds every interface).
-    #[arg(long, env = "VOICE_EDGE_RELAY", default_value = "auto:3478")]
-    relay: MediaBind,
-    /// The media address answers name, HOST[:PORT], when clients reach the relay at another
-    /// address than it binds (NAT, containers, clouds). Default: the bound address, or for
-    /// 0.0.0.0 the primary interface address.
-    #[arg(long, env = "VOICE_EDGE_ADVERTISE")]
-    advertise: Option<Advertise>,
-    /// Put a global (ingress) relay at this address in front of two clusters.
-    #[arg(long, env = "VOICE_EDGE_GLOBAL_RELAY", num_args = 0..=1, default_missing_value = "auto:3479")]
-    global_relay: Option<MediaBind>,
-    /// LAN mode, for phones and other machines: also serve the demo and the API over HTTPS
-    /// (--https, every interface) with a self-signed certificate, and print the URL as a QR code.
-    #[arg(long, env = "VOICE_EDGE_LAN")]
-    lan: bool,
-    /// The HTTPS listener of LAN mode (admin endpoints are not served on it).
-    #[arg(long, env = "VOICE_EDGE_HTTPS", default_value = "0.0.0.0:8443")]
-    https: SocketAddr,
-    /// A PEM certificate (chain) for LAN mode's HTTPS instead of the self-signed one.
-    #[arg(long, env = "VOICE_EDGE_TLS_CERT", requires = "tls_key")]
-    tls_cert: Option<PathBuf>,
-    /// The PEM private key of --tls-cert.
-    #[arg(long, env = "VOICE_EDGE_TLS_KEY", requires = "tls_cert")]
-    tls_key: Option<PathBuf>,
-    /// Where the self-signed LAN certificate is kept, so a phone that accepted it once keeps
-    /// trusting it (default: $XDG_CACHE_HOME/voice-edge or ~/.cache/voice-edge).
-    #[arg(long, env = "VOICE_EDGE_CACHE_DIR")]
-    cache_dir: Option<PathBuf>,
-    /// Transceivers per cluster.
-    #[arg(long, env = "VOICE_EDGE_TRANSCEIVERS", default_value_t = 2, value_parser = clap::value_parser!(u16).range(1..=64))]
-    transceivers: u16,
-    /// Worker threads per transceiver, each with its own socket (consecutive ports) and calls.
-    #[arg(long, env = "VOICE_EDGE_TRANSCEIVER_WORKERS", default_value_t = 2, value_parser = clap::value_parser!(u8).range(1..=64))]
-    transceiver_workers: u8,
-    /// Worker threads per relay.
-    #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
-    relay_workers: usize,
-    /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
-    #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
-    route_secret: Option<String>,
-    /// Use this Redis for the flow cache instead of the embedded one (redis://HOST:PORT).
-    #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
-    redis_url: Option<String>,
-    /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.
-    #[arg(long, env = "VOICE_EDGE_REQUIRE_KEYS")]
-    require_keys: bool,
-    /// A server API key (repeatable); it may mint ephemeral keys and place calls.
-    #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
-    api_keys: Vec<String>,
+    #[command(flatten)]
+    config: AllInOneConfig,
     /// On SIGTERM, stop taking calls and wait this many seconds for live ones to end before
     /// closing them (SIGINT, or a second signal, stops at once).
     #[arg(long, env = "VOICE_EDGE_DRAIN_DEADLINE", default_value_t = 30)]
     drain_deadline: u64,
-    /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
-    #[arg(long, env = "VOICE_EDGE_DIRECT")]
-    direct: bool,
+}
+
+/// `--metrics`, which the relay and transceiver roles serve alike.
+#[derive(Args, Debug)]
+struct MetricsListener {
+    /// The metrics listener: GET /metrics (Prometheus) and /health; "off" for none.
+    #[arg(long, env = "VOICE_EDGE_METRICS", default_value = "0.0.0.0:9090")]
+    metrics: String,
+}
+
+impl MetricsListener {
+    /// The address to serve on, or `None` for "off".
+    fn addr(&self) -> anyhow::Result<Option<SocketAddr>> {
+        let s = &self.metrics;
+        if s.eq_ignore_ascii_case("off") {
+            return Ok(None);
+        }
+        s.parse()
+            .map(Some)
+            .map_err(|_| anyhow::anyhow!("--metrics {s:?}: expected IP:PORT or off"))
+    }
+}
+
+/// `--key-id`, the route key's id, which relays and transceivers must agree on.
+#[derive(Args, Debug)]
+struct RouteKeyId {
+    /// Key id of --route-secret (0–15).
+    #[arg(long, env = "VOICE_EDGE_ROUTE_KEY_ID", default_value_t = 0)]
+    key_id: u8,
 }
 
 #[derive(Args, Debug)]
@@ -183,15 +156,13 @@ struct TransceiverArgs {
     /// Route secret (hex, ≥ 16 bytes) shared with the relays.
     #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET", hide_env_values = true)]
     route_secret: String,
-    /// Key id of --route-secret (0–15).
-    #[arg(long, env = "VOICE_EDGE_ROUTE_KEY_ID", default_value_t = 0)]
-    key_id: u8,
+    #[command(flatten)]
+    route_key: RouteKeyId,
     /// On SIGTERM, stop taking calls and wait this many seconds for live ones to end.
     #[arg(long, env = "VOICE_EDGE_DRAIN_DEADLINE", default_value_t = 30)]
     drain_deadline: u64,
-    /// The metrics listener: GET /metrics (Prometheus) and /health; "off" for none.
-    #[arg(long, env = "VOICE_EDGE_METRICS", default_value = "0.0.0.0:9090")]
-    metrics: String,
+    #[command(flatten)]
+    metrics: MetricsListener,
 }
 
 #[derive(Args, Debug)]
@@ -232,9 +203,8 @@ struct RelayArgs {
     /// The previous route secret, still accepted during a key rotation (key id 0 → 1 → …).
     #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET_PREVIOUS", hide_env_values = true)]
     previous_route_secret: Option<String>,
-    /// Key id of --route-secret (0–15).
-    #[arg(long, env = "VOICE_EDGE_ROUTE_KEY_ID", default_value_t = 0)]
-    key_id: u8,
+    #[command(flatten)]
+    route_key: RouteKeyId,
     /// Worker threads (default: one per core).
     #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS")]
     workers: Option<usize>,
@@ -247,9 +217,8 @@ struct RelayArgs {
     /// Flows per worker.
     #[arg(long, env = "VOICE_EDGE_MAX_FLOWS", default_value_t = 100_000)]
     max_flows: usize,
-    /// The metrics listener: GET /metrics (Prometheus) and /health; "off" for none.
-    #[arg(long, env = "VOICE_EDGE_METRICS", default_value = "0.0.0.0:9090")]
-    metrics: String,
+    #[command(flatten)]
+    metrics: MetricsListener,
     /// Redis for the flow cache and, without --transceiver, membership:
     /// redis://[:PASSWORD@]HOST:PORT[/DB]; none by default.
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
@@ -337,28 +306,10 @@ fn run_all_in_one(a: AllInOneArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     rt.block_on(async move {
-        let running = allinone::start(AllInOneConfig {
-            http: a.http,
-            relay: a.relay,
-            global_relay: a.global_relay,
-            advertise: a.advertise,
-            https: a.lan.then(|| HttpsConfig {
-                addr: a.https,
-                cert_files: a.tls_cert.clone().zip(a.tls_key.clone()),
-                cache_dir: a.cache_dir.clone().unwrap_or_else(https::default_cache_dir),
-            }),
-            transceivers: a.transceivers,
-            transceiver_workers: a.transceiver_workers,
-            relay_workers: a.relay_workers,
-            route_secret: a.route_secret,
-            redis_url: a.redis_url,
-            require_keys: a.require_keys,
-            api_keys: a.api_keys,
-            direct: a.direct,
-            ..Default::default()
-        })
+        let lan = a.config.lan.enabled;
+        let running = allinone::start(a.config)
         .await?;
-        print!("{}", banner(&running, a.lan));
+        print!("{}", banner(&running, lan));
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {
             _ = tokio::signal::ctrl_c() => println!("stopping…"),
@@ -421,10 +372,10 @@ fn banner(r: &Running, lan: bool) -> String {
 }
 
 fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
-    let mut keys = RouteKeys::from_hex(a.key_id, &a.route_secret)?;
+    let mut keys = RouteKeys::from_hex(a.route_key.key_id, &a.route_secret)?;
     if let Some(prev) = &a.previous_route_secret {
         keys = keys.with_previous(voice_edge::routing::RouteKey::from_hex(
-            a.key_id.wrapping_sub(1) & 0x0f,
+            a.route_key.key_id.wrapping_sub(1) & 0x0f,
             prev,
         )?);
     }
@@ -477,7 +428,7 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
     }
     let handle = std::sync::Arc::new(relay::spawn(cfg)?);
     // The relay's threads own no runtime; the metrics listener gets a small one of its own.
-    let _metrics_rt = match metrics_addr(&a.metrics)? {
+    let _metrics_rt = match a.metrics.addr()? {
         Some(addr) => {
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -515,16 +466,6 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         h.stop();
     }
     Ok(())
-}
-
-/// `--metrics ADDR`, or "off".
-fn metrics_addr(s: &str) -> anyhow::Result<Option<SocketAddr>> {
-    if s.eq_ignore_ascii_case("off") {
-        return Ok(None);
-    }
-    s.parse()
-        .map(Some)
-        .map_err(|_| anyhow::anyhow!("--metrics {s:?}: expected IP:PORT or off"))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
@@ -598,13 +539,13 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
             redis_url: voice_edge::cache::parse_redis_url(&a.redis_url)
                 .map_err(anyhow::Error::msg)?,
             cluster_secret: a.cluster_secret,
-            route_keys: RouteKeys::from_hex(a.key_id, &a.route_secret)?,
+            route_keys: RouteKeys::from_hex(a.route_key.key_id, &a.route_secret)?,
             lifecycle: Default::default(),
             heartbeat: Duration::from_secs(1),
             ttl: Duration::from_secs(3),
         })
         .await?;
-        if let Some(addr) = metrics_addr(&a.metrics)? {
+        if let Some(addr) = a.metrics.addr()? {
             let h = running.handle.clone();
             let bound = voice_edge::ops::serve(
                 addr,

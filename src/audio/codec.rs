@@ -247,17 +247,13 @@ impl OpusEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::audio::test_signal::rms_dbfs;
 
     pub(crate) fn tone(len: usize, freq: f32, dbfs: f32) -> Vec<i16> {
         let amp = 32767.0 * 10f32.powf(dbfs / 20.0) * std::f32::consts::SQRT_2;
         (0..len)
             .map(|i| (amp * (2.0 * std::f32::consts::PI * freq * i as f32 / 48_000.0).sin()) as i16)
             .collect()
-    }
-
-    fn rms_dbfs(x: &[i16]) -> f64 {
-        let p = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len() as f64;
-        10.0 * (p / 32768f64.powi(2) + 1e-13).log10()
     }
 
     #[test]
@@ -315,7 +311,7 @@ mod tests {
         // against panics).
         let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
             .expect("fixtures/speech.wav");
-        let (rate, speech) = crate::audio::tts::parse_wav(&wav).unwrap();
+        let (rate, speech) = crate::audio::wav::parse_wav(&wav).unwrap();
         assert_eq!(rate, 48_000);
         let pcm16: Vec<i16> = speech.into_iter().step_by(3).collect();
         let mut raw = opus_rs::OpusEncoder::new(16_000, 1, opus_rs::Application::Voip).unwrap();

@@ -416,7 +416,7 @@ mod tests {
         // fixtures/speech.wav: ~3.1 s of espeak speech (two sentences), then 1 s of silence.
         let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
             .expect("fixtures/speech.wav");
-        let (_, pcm) = crate::audio::tts::parse_wav(&wav).unwrap();
+        let (_, pcm) = crate::audio::wav::parse_wav(&wav).unwrap();
         let mut enc = OpusEncoder::default();
         let t = std::time::Instant::now();
         let packets: Vec<Bytes> = pcm

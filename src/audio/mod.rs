@@ -15,8 +15,10 @@
 pub mod codec;
 pub mod input;
 pub mod player;
+pub mod resample;
 pub mod tts;
 pub mod vad;
+pub mod wav;
 
 pub use codec::{
     CodecError, EncoderConfig, FRAME_SAMPLES, OpusDecoder, OpusEncoder, SAMPLE_RATE, packet_samples,
@@ -25,3 +27,13 @@ pub use input::{Arrival, InputBuffer, Listener, SILENCE_FRAME};
 pub use player::{OutFrame, Player};
 pub use tts::{Speech, Synth, synthesize, synthesize_with};
 pub use vad::{Vad, VadConfig, VadEvent};
+
+/// Signal measures the audio modules' tests share.
+#[cfg(test)]
+pub(crate) mod test_signal {
+    /// RMS level relative to full scale; an empty signal reads as silence, not NaN.
+    pub fn rms_dbfs(x: &[i16]) -> f64 {
+        let p = x.iter().map(|&v| f64::from(v).powi(2)).sum::<f64>() / x.len().max(1) as f64;
+        10.0 * (p / 32768f64.powi(2) + 1e-13).log10()
+    }
+}

@@ -568,7 +568,7 @@ mod tests {
         // The fixture's 3.1 s of speech three times over, back to back, between silences.
         let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
             .expect("fixtures/speech.wav");
-        let (_, pcm) = crate::audio::tts::parse_wav(&wav).unwrap();
+        let (_, pcm) = crate::audio::wav::parse_wav(&wav).unwrap();
         let speech = &pcm[..3100 * 48];
         let mut s = noise(48_000, -65.0, &mut 13);
         for _ in 0..3 {

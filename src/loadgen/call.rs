@@ -34,7 +34,7 @@ pub const EVENTS_CHANNEL: &str = "oai-events";
 pub const FRAME: Duration = Duration::from_millis(20);
 const SAMPLES_PER_FRAME: u32 = 960;
 const OPUS_PT: u8 = 111;
-/// What the Realtime SDK sends first on the channel (shared/REALTIME.md §2), trimmed to the
+/// What the Realtime SDK sends first on the channel (docs/realtime-protocol.md §2), trimmed to the
 /// fields a server must accept.
 const SESSION_UPDATE: &str = r#"{"type":"session.update","session":{"type":"realtime","instructions":"voice-edge loadgen","model":"gpt-realtime","output_modalities":["audio"],"audio":{"input":{"format":{"type":"audio/pcm","rate":24000},"turn_detection":{"type":"semantic_vad"}},"output":{"format":{"type":"audio/pcm","rate":24000}}}}}"#;
 

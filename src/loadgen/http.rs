@@ -170,7 +170,7 @@ pub enum Reply {
 /// Where a worker's replies go: its channel plus the eventfd that wakes its loop.
 pub struct ReplyTo {
     pub tx: mpsc::Sender<Reply>,
-    pub eventfd: std::sync::Arc<super::worker::EventFd>,
+    pub eventfd: std::sync::Arc<crate::wakeup::EventFd>,
 }
 
 pub struct PoolConfig {

@@ -8,8 +8,10 @@
 /// The service refuses commits shorter than this ("buffer too small").
 pub(super) const MIN_COMMIT_MS: u64 = 100;
 
+/// The protocol's `input_audio_buffer` as spans of input time. Not a buffer: the audio itself
+/// is in [`crate::audio::InputBuffer`] on the media side, which this only points into.
 #[derive(Debug, Default)]
-pub(super) struct InputBuffer {
+pub(super) struct UncommittedInput {
     /// Speech in progress: the item id announced in `speech_started` (VAD on), and its start.
     pub open: Option<OpenSpeech>,
     /// Closed speech not yet committed (VAD off): first start .. last stop.
@@ -41,7 +43,7 @@ pub(super) enum Pending {
     },
 }
 
-impl InputBuffer {
+impl UncommittedInput {
     pub fn heard(&mut self, ms: u64) {
         self.heard_ms = self.heard_ms.max(ms);
     }

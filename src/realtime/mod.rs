@@ -4,14 +4,15 @@
 //! the media side feeds it voice-activity edges and playback progress; it answers with server
 //! event frames ([`Conversation::poll_frame`]) and media [`Action`]s ([`Conversation::poll_action`]).
 //! It owns no I/O, thread or clock (every time is passed in), so the whole event grammar of
-//! `../shared/REALTIME.md` §4–7 can be checked in unit tests, and the order of events and the ids
+//! `docs/realtime-protocol.md` §4–7 can be checked in unit tests, and the order of events and the ids
 //! they carry are decided in exactly one place.
 //!
 //! Layout: `session_config` holds the effective session object and `session.update` rules,
 //! `items` the ordered conversation, `input` the caller's uncommitted audio, `response` one
 //! response's state and wire objects, `replies` what the echo and TTS models say, `client` the
-//! dispatch of client events, `vad` the caller-side turn events, `turn` the response lifecycle,
-//! `events` the outgoing queues.
+//! dispatch of client events, `turn_detection` the caller-side turn events (fed by the media
+//! side's [`crate::audio::vad`] detector; named apart from it because it decides turns, not
+//! speech), `turn` the response lifecycle, `events` the outgoing queues.
 
 mod client;
 mod events;
@@ -21,7 +22,7 @@ mod replies;
 mod response;
 mod session_config;
 mod turn;
-mod vad;
+mod turn_detection;
 
 #[cfg(test)]
 mod tests;
@@ -31,7 +32,7 @@ pub use session_config::TurnDetection;
 use serde_json::Value;
 
 use events::Outbox;
-use input::InputBuffer;
+use input::UncommittedInput;
 use items::ItemStore;
 use response::ActiveResponse;
 
@@ -43,7 +44,7 @@ pub enum Action {
     Speak {
         response_id: String,
         item_id: String,
-        speech: Speech,
+        reply: Reply,
     },
     /// Stop this response's outgoing audio immediately (cancel, output_audio_buffer.clear,
     /// barge-in). A later `on_audio_done` for it is ignored.
@@ -52,9 +53,10 @@ pub enum Action {
     ClearInput,
 }
 
-/// The audio a response consists of.
+/// What a response says, decided here and rendered by the media side. Not `Speech`: that is
+/// [`crate::audio::tts::Speech`], the PCM a `Text` reply becomes once synthesized.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Speech {
+pub enum Reply {
     /// Play back the caller's own audio between these input times (the echo model).
     EchoInput {
         input_item_id: String,
@@ -95,7 +97,7 @@ pub struct Conversation {
     behaviour: Behaviour,
     out: Outbox,
     items: ItemStore,
-    input: InputBuffer,
+    input: UncommittedInput,
     active: Option<ActiveResponse>,
     /// The most recent response, for `output_audio_buffer.cleared` when nothing is playing.
     last_response_id: Option<String>,
@@ -126,7 +128,7 @@ impl Conversation {
             conversation_id,
             out: Outbox::default(),
             items: ItemStore::default(),
-            input: InputBuffer::default(),
+            input: UncommittedInput::default(),
             active: None,
             last_response_id: None,
             auto_response_queued: false,

@@ -2,7 +2,7 @@
 //! unanswered user input, and its transcript says honestly what the model is doing.
 
 use super::Behaviour;
-use super::Speech;
+use super::Reply;
 use super::items::{Item, Origin};
 
 /// Seconds with one decimal, as spoken ("2.4").
@@ -18,7 +18,7 @@ pub(super) enum Prompt<'a> {
     Instructions(Option<&'a str>),
 }
 
-/// Picks the speech and its transcript.
+/// Picks the reply, which also fixes its transcript.
 ///
 /// - Audio turn: echo plays it back ("Echoing your 2.4 second turn."); TTS has no recognizer,
 ///   so it says what it heard ("I heard you speak for 2.4 seconds.").
@@ -26,11 +26,11 @@ pub(super) enum Prompt<'a> {
 /// - Nothing new: both speak `response.instructions` when given (the TTS "say this" path),
 ///   else a fixed line, so a `response.create` is always answered with audio.
 /// - Idle timeout: "Are you still there?", the nudge the timeout exists for.
-pub(super) fn choose(behaviour: Behaviour, prompt: Prompt<'_>) -> Speech {
-    let text = |t: String| Speech::Text { text: t };
+pub(super) fn choose(behaviour: Behaviour, prompt: Prompt<'_>) -> Reply {
+    let text = |t: String| Reply::Text { text: t };
     match prompt {
         Prompt::User(item) => match (&item.origin, behaviour) {
-            (Origin::Input { start_ms, end_ms }, Behaviour::Echo) => Speech::EchoInput {
+            (Origin::Input { start_ms, end_ms }, Behaviour::Echo) => Reply::EchoInput {
                 input_item_id: item.id().to_owned(),
                 audio_start_ms: *start_ms,
                 audio_end_ms: *end_ms,
@@ -57,10 +57,10 @@ pub(super) fn choose(behaviour: Behaviour, prompt: Prompt<'_>) -> Speech {
     }
 }
 
-/// The transcript for a speech: the spoken text, or for an echo what it is doing.
-pub(super) fn transcript(speech: &Speech) -> String {
-    match speech {
-        Speech::EchoInput {
+/// The transcript for a reply: the spoken text, or for an echo what it is doing.
+pub(super) fn transcript(reply: &Reply) -> String {
+    match reply {
+        Reply::EchoInput {
             audio_start_ms,
             audio_end_ms,
             ..
@@ -68,6 +68,6 @@ pub(super) fn transcript(speech: &Speech) -> String {
             "Echoing your {} second turn.",
             seconds(audio_end_ms - audio_start_ms)
         ),
-        Speech::Text { text } => text.clone(),
+        Reply::Text { text } => text.clone(),
     }
 }

@@ -22,8 +22,9 @@ pub struct TurnDetection {
     pub idle_timeout_ms: Option<u32>,
 }
 
-/// The real service's defaults (REALTIME.md §5); `create_response`/`interrupt_response` are
-/// NOT FOUND there and default to true, which is what the service is believed to do.
+/// The real service's defaults (docs/realtime-protocol.md §5); no client package states the
+/// `create_response`/`interrupt_response` defaults, so they are true, as the service is believed
+/// to do.
 fn server_vad_defaults() -> Value {
     json!({
         "type": "server_vad",

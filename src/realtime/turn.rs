@@ -1,4 +1,4 @@
-//! The response lifecycle, in the order of REALTIME.md §4: `response.created`,
+//! The response lifecycle, in the order of docs/realtime-protocol.md §4: `response.created`,
 //! `rate_limits.updated`, the assistant item and content part, `Speak` + `output_audio_buffer.started`,
 //! transcript deltas paced by playback, then on `on_audio_done` the `.done` events, `response.done`
 //! and `output_audio_buffer.stopped`. A cancelled response (client cancel, clear, barge-in) sends
@@ -12,7 +12,7 @@ use super::replies::{Prompt, choose, transcript};
 use super::response::{
     ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
 };
-use super::{Action, Conversation, Speech};
+use super::{Action, Conversation, Reply};
 
 /// What a cancellation stopped, for the events that follow it.
 pub(super) struct Stopped {
@@ -66,7 +66,7 @@ impl Conversation {
     /// Opens a response (the caller has checked none is active): the `.created`/`.added`
     /// events, then `Speak` for audio, or the whole text response at once.
     pub(super) fn start_response(&mut self, req: ResponseRequest) {
-        let (r, speech) = self.plan_response(&req);
+        let (r, reply) = self.plan_response(&req);
         let (id, item_id, audio) = (r.id.clone(), r.item_id.clone(), r.audio);
         let in_conversation = r.in_conversation;
         let body = json!({ "response": r.object("in_progress", None, Vec::new()) });
@@ -98,7 +98,7 @@ impl Conversation {
             self.out.act(Action::Speak {
                 response_id: id.clone(),
                 item_id,
-                speech,
+                reply,
             });
             self.out
                 .emit("output_audio_buffer.started", json!({ "response_id": id }));
@@ -111,8 +111,8 @@ impl Conversation {
     }
 
     /// Decides what the response says and fixes its ids and `response` object fields.
-    fn plan_response(&mut self, req: &ResponseRequest) -> (ActiveResponse, Speech) {
-        let speech = {
+    fn plan_response(&mut self, req: &ResponseRequest) -> (ActiveResponse, Reply) {
+        let reply = {
             let prompt_item: Option<&Item> = match &req.input {
                 Some(input) => input.iter().rev().find(|i| i.role() == Some("user")),
                 None => self.unanswered_user_item(),
@@ -123,15 +123,15 @@ impl Conversation {
             };
             choose(self.behaviour, prompt)
         };
-        let words = words(&transcript(&speech));
-        let (speech, total_ms, length_known) = match speech {
-            Speech::EchoInput {
+        let words = words(&transcript(&reply));
+        let (reply, total_ms, length_known) = match reply {
+            Reply::EchoInput {
                 audio_start_ms,
                 audio_end_ms,
                 ..
-            } => (speech, audio_end_ms - audio_start_ms, true),
-            Speech::Text { .. } => (
-                Speech::Text {
+            } => (reply, audio_end_ms - audio_start_ms, true),
+            Reply::Text { .. } => (
+                Reply::Text {
                     text: words.join(" "),
                 },
                 words.len() as u64 * MS_PER_WORD,
@@ -169,7 +169,7 @@ impl Conversation {
             shell,
             input_tokens,
         };
-        (r, speech)
+        (r, reply)
     }
 
     /// The latest user message with no assistant message after it.

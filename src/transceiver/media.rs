@@ -17,7 +17,7 @@ use crate::audio::player::Player;
 use crate::audio::tts;
 use crate::audio::vad::{VadConfig, VadEvent};
 use crate::model::{AudioIn, Model};
-use crate::realtime::{Action, Conversation, Speech};
+use crate::realtime::{Action, Conversation, Reply};
 
 /// Without packets for this long mid-turn (DTX, a muted or vanished mic), input time is
 /// advanced by the clock so the turn can still end.
@@ -236,11 +236,9 @@ impl Voice {
     fn on_action(&mut self, action: Action, conv: &mut Conversation) -> Option<TtsRequest> {
         match action {
             Action::Speak {
-                response_id,
-                speech,
-                ..
-            } => match speech {
-                Speech::EchoInput {
+                response_id, reply, ..
+            } => match reply {
+                Reply::EchoInput {
                     audio_start_ms,
                     audio_end_ms,
                     ..
@@ -256,7 +254,7 @@ impl Voice {
                     }
                     None
                 }
-                Speech::Text { text } => {
+                Reply::Text { text } => {
                     self.awaiting_tts = Some(response_id.clone());
                     Some(TtsRequest {
                         response_id,

@@ -21,8 +21,11 @@ use rtc::peer_connection::transport::{
     CandidateConfig, CandidateHostConfig, RTCDtlsRole, RTCIceCandidate,
 };
 use rtc::peer_connection::{RTCPeerConnection, RTCPeerConnectionBuilder};
-use rtc::rtp_transceiver::RTCRtpSenderId;
-use rtc::rtp_transceiver::rtp_sender::{
+// `rtc`'s `rtp_transceiver` is WebRTC's RTP transceiver (one m-line's sender and receiver), not
+// the transceiver role this crate module is; the alias keeps the word for the role alone here.
+use rtc::rtp_transceiver as rtp;
+use rtp::RTCRtpSenderId;
+use rtp::rtp_sender::{
     RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
     RtpCodecKind,
 };

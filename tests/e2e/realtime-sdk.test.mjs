@@ -148,7 +148,7 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebRTC) in headl
       assert.equal(firstUpdate.session.model, 'echo');
       const audio0 = await inboundAudio(page);
 
-      // A spoken turn (fixtures/turn.wav): the whole event cycle of REALTIME.md §4, in order.
+      // A spoken turn (fixtures/turn.wav): the whole event cycle of docs/realtime-protocol.md §4, in order.
       const started = await waitForEvent(page, { type: 'input_audio_buffer.speech_started' }, { timeoutMs: 10_000 });
       const speechStopped = await waitForEvent(page, { type: 'input_audio_buffer.speech_stopped' }, { from: started.index, timeoutMs: 10_000 });
       const created = await waitForEvent(page, { type: 'response.created' }, { from: started.index, timeoutMs: 5_000 });

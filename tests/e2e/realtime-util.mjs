@@ -1,6 +1,6 @@
 // Helpers shared by the Realtime client tests (realtime-sdk.test.mjs, plain-flow.test.mjs): a static page
 // server on its own loopback origin, the esbuild bundle of a browser entry, ephemeral keys, /admin/calls,
-// getStats of the page's RTCPeerConnection, and the event-cycle checks of REALTIME.md §4.
+// getStats of the page's RTCPeerConnection, and the event-cycle checks of docs/realtime-protocol.md §4.
 import http from 'node:http';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -174,7 +174,7 @@ export function pageEvents(page) {
   return page.evaluate(() => ({ events: window.rt?.events || [], sent: window.rt?.sent || [] }));
 }
 
-// --- REALTIME.md §4: one spoken turn, and a response --------------------------------------------------------
+// --- docs/realtime-protocol.md §4: one spoken turn, and a response ------------------------------------------
 
 export const RESPONSE_CYCLE = [
   'response.created',

@@ -1,4 +1,4 @@
-//! Required fields per server event (REALTIME.md §4) and the SDK's strict message-item rules.
+//! Required fields per server event (docs/realtime-protocol.md §4) and the SDK's strict message-item rules.
 
 use serde_json::Value;
 

@@ -1,5 +1,6 @@
-//! Engine tests. Every emitted frame is parsed and checked against REALTIME.md §4 "Fields per
-//! event" and the SDK's item rules by [`Harness`], so each test also checks the wire shapes.
+//! Engine tests. Every emitted frame is parsed and checked against docs/realtime-protocol.md §4
+//! "Fields per event" and the SDK's item rules by [`Harness`], so each test also checks the wire
+//! shapes.
 
 mod check;
 mod items;
@@ -11,7 +12,7 @@ use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::{Action, Conversation, Speech};
+use super::{Action, Conversation, Reply};
 
 /// A conversation plus everything it emitted, checked as it is drained.
 pub(super) struct Harness {
@@ -66,7 +67,7 @@ impl Harness {
     }
 
     /// A VAD turn from `start` to `end` ms; returns the frames and the Speak action's ids.
-    pub fn vad_turn(&mut self, start: u64, end: u64) -> (Vec<Value>, Option<(String, Speech)>) {
+    pub fn vad_turn(&mut self, start: u64, end: u64) -> (Vec<Value>, Option<(String, Reply)>) {
         self.c.on_speech_started(start);
         self.c.on_speech_stopped(end);
         let frames = self.frames();
@@ -74,13 +75,11 @@ impl Harness {
     }
 
     /// The first `Speak` among the pending actions.
-    pub fn take_speak(&mut self) -> Option<(String, Speech)> {
+    pub fn take_speak(&mut self) -> Option<(String, Reply)> {
         self.actions().into_iter().find_map(|a| match a {
             Action::Speak {
-                response_id,
-                speech,
-                ..
-            } => Some((response_id, speech)),
+                response_id, reply, ..
+            } => Some((response_id, reply)),
             _ => None,
         })
     }

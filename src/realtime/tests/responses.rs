@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{Harness, deltas, of_type, types};
-use crate::realtime::{Action, Speech};
+use crate::realtime::{Action, Reply};
 
 const TEXT_TURN: &[&str] = &[
     "conversation.item.added",
@@ -26,8 +26,8 @@ fn tts_speaks_a_sent_message_with_deltas_that_match() {
         out[0]["item"]["content"],
         json!([{"type": "input_text", "text": text}])
     );
-    let (rid, speech) = h.take_speak().unwrap();
-    assert_eq!(speech, Speech::Text { text: text.into() });
+    let (rid, reply) = h.take_speak().unwrap();
+    assert_eq!(reply, Reply::Text { text: text.into() });
     // 9 words paced at 400 ms each until the real length is known.
     h.c.on_audio_progress(&rid, 800);
     assert_eq!(deltas(&h.frames()), "The quick");
@@ -59,10 +59,10 @@ fn tts_speaks_a_sent_message_with_deltas_that_match() {
 fn echo_answers_text_with_you_said() {
     let mut h = Harness::open("echo");
     h.send_message("  hi   there ", 1);
-    let (rid, speech) = h.take_speak().unwrap();
+    let (rid, reply) = h.take_speak().unwrap();
     assert_eq!(
-        speech,
-        Speech::Text {
+        reply,
+        Reply::Text {
             text: "You said: hi there".into()
         }
     );
@@ -78,10 +78,10 @@ fn tts_speaks_response_instructions_when_nothing_new_was_said() {
         json!({"type": "response.create", "response": {"instructions": "Welcome to voice edge."}}),
     );
     assert_eq!(types(&out)[0], "response.created");
-    let (rid, speech) = h.take_speak().unwrap();
+    let (rid, reply) = h.take_speak().unwrap();
     assert_eq!(
-        speech,
-        Speech::Text {
+        reply,
+        Reply::Text {
             text: "Welcome to voice edge.".into()
         }
     );
@@ -89,10 +89,10 @@ fn tts_speaks_response_instructions_when_nothing_new_was_said() {
     h.frames();
     // An already answered message is not spoken twice; bare response.create still answers.
     h.send(json!({"type": "response.create"}));
-    let (_, speech) = h.take_speak().unwrap();
+    let (_, reply) = h.take_speak().unwrap();
     assert_eq!(
-        speech,
-        Speech::Text {
+        reply,
+        Reply::Text {
             text: "There is nothing new for me to answer.".into()
         }
     );

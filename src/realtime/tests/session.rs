@@ -5,7 +5,7 @@ use serde_json::json;
 use super::{Harness, types};
 use crate::realtime::{Behaviour, Conversation, TurnDetection};
 
-/// The first update `RealtimeSession` sends (REALTIME.md §2, seen in SIM).
+/// The first update `RealtimeSession` sends (docs/realtime-protocol.md §2, as observed).
 fn sdk_default_update() -> serde_json::Value {
     json!({"type": "session.update", "session": {
         "type": "realtime", "instructions": "You are a helpful assistant.", "model": "gpt-realtime-2.1",

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::{Harness, deltas, of_type, types};
-use crate::realtime::{Action, Speech};
+use crate::realtime::{Action, Reply};
 
 const SECTION_4: &[&str] = &[
     "input_audio_buffer.speech_started",
@@ -49,10 +49,10 @@ fn vad_turn_follows_section_4_with_consistent_ids() {
             json!([{"type": "input_audio", "transcript": null}])
         );
     }
-    let (response_id, speech) = speak.expect("Speak action");
+    let (response_id, reply) = speak.expect("Speak action");
     assert_eq!(
-        speech,
-        Speech::EchoInput {
+        reply,
+        Reply::EchoInput {
             input_item_id: user_id.clone(),
             audio_start_ms: 1000,
             audio_end_ms: 3400
@@ -222,7 +222,7 @@ fn barge_in_cancels_clears_and_truncates_to_what_was_played() {
     let user2 = frames[0]["item_id"].as_str().unwrap();
     assert_eq!(frames[1]["previous_item_id"], assistant_id.as_str());
     match h.take_speak().unwrap().1 {
-        Speech::EchoInput { input_item_id, .. } => assert_eq!(input_item_id, user2),
+        Reply::EchoInput { input_item_id, .. } => assert_eq!(input_item_id, user2),
         other => panic!("{other:?}"),
     }
 }
@@ -243,11 +243,11 @@ fn without_interrupt_response_a_turn_waits_for_the_current_reply() {
     assert_eq!(done.len(), 1);
     assert_eq!(done[0]["response"]["status"], "completed");
     assert_eq!(of_type(&frames, "response.created").len(), 1);
-    let (second, speech) = h.take_speak().unwrap();
+    let (second, reply) = h.take_speak().unwrap();
     assert_ne!(second, first);
     assert!(matches!(
-        speech,
-        Speech::EchoInput {
+        reply,
+        Reply::EchoInput {
             audio_start_ms: 1500,
             audio_end_ms: 2500,
             ..
@@ -290,10 +290,10 @@ fn turn_detection_null_means_manual_commits_only() {
     let user_id = frames[0]["item_id"].as_str().unwrap().to_owned();
     let frames = h.send(json!({"type": "response.create", "event_id": "r1"}));
     assert_eq!(types(&frames)[0], "response.created");
-    let (_, speech) = h.take_speak().unwrap();
+    let (_, reply) = h.take_speak().unwrap();
     assert_eq!(
-        speech,
-        Speech::EchoInput {
+        reply,
+        Reply::EchoInput {
             input_item_id: user_id,
             audio_start_ms: 500,
             audio_end_ms: 2600
@@ -371,10 +371,10 @@ fn idle_timeout_commits_silence_and_answers() {
         ]
     );
     assert_eq!(frames[0]["item_id"], frames[1]["item_id"]);
-    let (_, speech) = h.take_speak().unwrap();
+    let (_, reply) = h.take_speak().unwrap();
     assert_eq!(
-        speech,
-        Speech::Text {
+        reply,
+        Reply::Text {
             text: "Are you still there?".into()
         }
     );

@@ -1,4 +1,5 @@
-//! A load-generator worker: one thread, one epoll set, many calls.
+//! The loop a load-generator worker thread runs: one epoll set, many calls. (Named `CallLoop`,
+//! not `Worker`: the relay and transceiver workers are server socket loops; this is a client.)
 //!
 //! Every call has its own UDP socket, because the server's candidate (the relay) is the same
 //! address for all calls and the relay keys flows by client address: calls sharing a client
@@ -20,6 +21,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use super::call::{Ctx, Live, Phase, Record};
 use super::http::{Job, Reply};
 use super::stats::Histogram;
+use crate::wakeup::EventFd;
 
 const EVENTFD_TOKEN: u64 = u64::MAX;
 const MAX_EVENTS: usize = 512;
@@ -28,38 +30,6 @@ const READ_BURST: usize = 32;
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
 /// How long a call waits for its HTTP hang-up before it just closes.
 const HANGUP_WAIT: Duration = Duration::from_secs(3);
-
-pub struct EventFd(RawFd);
-
-impl EventFd {
-    pub fn new() -> std::io::Result<EventFd> {
-        // SAFETY: plain syscall; the fd is owned by the returned value.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(EventFd(fd))
-    }
-
-    pub fn notify(&self) {
-        let one: u64 = 1;
-        // SAFETY: writes 8 bytes from a live u64 to our own eventfd.
-        unsafe { libc::write(self.0, &one as *const u64 as *const libc::c_void, 8) };
-    }
-
-    fn drain(&self) {
-        let mut v: u64 = 0;
-        // SAFETY: reads 8 bytes into a live u64 from our own non-blocking eventfd.
-        unsafe { libc::read(self.0, &mut v as *mut u64 as *mut libc::c_void, 8) };
-    }
-}
-
-impl Drop for EventFd {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.0) };
-    }
-}
 
 struct Epoll(RawFd);
 
@@ -125,7 +95,7 @@ impl Plan {
     }
 }
 
-pub struct WorkerResult {
+pub struct CallLoopResult {
     /// (global call index, record)
     pub records: Vec<(usize, Record)>,
     pub rtt: Histogram,
@@ -146,7 +116,7 @@ pub struct Shared {
     pub peak: Arc<AtomicUsize>,
 }
 
-pub struct Worker {
+pub struct CallLoop {
     id: usize,
     plan: Plan,
     certificate: RTCCertificate,
@@ -161,7 +131,7 @@ pub struct Worker {
     open: usize,
 }
 
-impl Worker {
+impl CallLoop {
     pub fn new(
         id: usize,
         plan: Plan,
@@ -170,9 +140,9 @@ impl Worker {
         replies: mpsc::Receiver<Reply>,
         eventfd: Arc<EventFd>,
         shared: Shared,
-    ) -> anyhow::Result<Worker> {
+    ) -> anyhow::Result<CallLoop> {
         let epoll = Epoll::new()?;
-        epoll.add(eventfd.0, EVENTFD_TOKEN)?;
+        epoll.add(eventfd.fd(), EVENTFD_TOKEN)?;
         let slots = (id..plan.sessions)
             .step_by(plan.workers)
             .map(|index| Slot {
@@ -183,7 +153,7 @@ impl Worker {
                 hangup_sent: None,
             })
             .collect();
-        Ok(Worker {
+        Ok(CallLoop {
             id,
             plan,
             certificate,
@@ -199,7 +169,7 @@ impl Worker {
         })
     }
 
-    pub fn run(mut self) -> WorkerResult {
+    pub fn run(mut self) -> CallLoopResult {
         let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
         let mut buf = vec![0u8; 2048];
         let mut next_start = 0usize;
@@ -267,7 +237,7 @@ impl Worker {
             }
         }
         let records = self.slots.into_iter().map(|s| (s.index, s.rec)).collect();
-        WorkerResult {
+        CallLoopResult {
             records,
             rtt: self.rtt,
         }

@@ -1,0 +1,163 @@
+//! Text to speech for the TTS stub model: real speech when `espeak-ng` is installed, audio the
+//! binary ships otherwise — never silence.
+//!
+//! - **espeak-ng** (Debian package `espeak-ng`): the text goes in on stdin (so nothing in it can
+//!   be read as an option), a WAV (22.05 kHz mono 16-bit) comes back on stdout, is resampled to
+//!   48 kHz and word start times are estimated by character count within the voiced span, with
+//!   extra weight for the pauses espeak makes at punctuation. The subprocess is killed after 5 s.
+//!   **It blocks for tens of milliseconds: call it off any latency-critical thread** (a blocking
+//!   pool or a thread of its own), never on a transceiver socket loop.
+//! - **Shipped words** (`fixtures/tts/words.bin`, ~210 KB, compiled in): about 340 common English
+//!   words, the letters and the digits, each spoken once by espeak-ng (voice en-us) and stored
+//!   as 12 kbps SILK wideband Opus. Text is read word by word from it; a word not in it is
+//!   spelled out letter by letter. Word times are exact (the start of each clip). It is robotic
+//!   but says the text, so a transcript still matches the audio on a machine without espeak-ng.
+//!   The Realtime voice does not change it.
+//!
+//! The pack is rebuilt by `VOICE_EDGE_REGEN_TTS=1 cargo test --release --lib audio::tts` (needs
+//! espeak-ng) after editing `VOCABULARY` in `words.rs`.
+//!
+//! The two backends are `espeak` and `words`; WAV parsing and resampling, which espeak's output
+//! needs but nothing here owns, are [`crate::audio::wav`] and [`crate::audio::resample`].
+
+mod espeak;
+mod words;
+
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+
+/// Longer text is cut here (about 5 minutes of speech).
+pub const MAX_TEXT_CHARS: usize = 4000;
+
+/// Synthesized speech: 48 kHz mono PCM and where each word of the text starts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Speech {
+    pub pcm48k: Vec<i16>,
+    /// Each whitespace-separated word of the text (punctuation kept) and its start, ms.
+    pub words: Vec<(String, u64)>,
+    pub engine: Synth,
+}
+
+impl Speech {
+    pub fn duration_ms(&self) -> u64 {
+        self.pcm48k.len() as u64 / 48
+    }
+}
+
+/// Which synthesizer produced (or is to produce) speech.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Synth {
+    Espeak,
+    Shipped,
+}
+
+impl Synth {
+    /// `Espeak` when an `espeak-ng` that runs is on the PATH (checked once per process), unless
+    /// `VOICE_EDGE_TTS=shipped` asks for the shipped words.
+    pub fn detect() -> Synth {
+        static DETECTED: OnceLock<Synth> = OnceLock::new();
+        *DETECTED.get_or_init(|| {
+            if std::env::var("VOICE_EDGE_TTS").is_ok_and(|v| v == "shipped") {
+                return Synth::Shipped;
+            }
+            let ok = Command::new("espeak-ng")
+                .arg("--version")
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if ok { Synth::Espeak } else { Synth::Shipped }
+        })
+    }
+}
+
+/// Speaks `text` with the best synthesizer on this machine. Blocking; see the module docs.
+pub fn synthesize(text: &str, voice: &str) -> Speech {
+    synthesize_with(text, voice, Synth::detect())
+}
+
+/// Speaks `text` with the given synthesizer; if espeak-ng fails, the shipped words are used.
+/// Empty (or whitespace-only) text gives empty speech.
+pub fn synthesize_with(text: &str, voice: &str, synth: Synth) -> Speech {
+    let text = match text.char_indices().nth(MAX_TEXT_CHARS) {
+        Some((i, _)) => &text[..i],
+        None => text,
+    };
+    if text.split_whitespace().next().is_none() {
+        return Speech {
+            pcm48k: Vec::new(),
+            words: Vec::new(),
+            engine: synth,
+        };
+    }
+    if synth == Synth::Espeak {
+        match espeak::speak(text, espeak::voice(voice)) {
+            Ok(speech) => return speech,
+            Err(e) => log::warn!("espeak-ng failed ({e}); speaking with the shipped words"),
+        }
+    }
+    words::speak(text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::audio::test_signal::rms_dbfs;
+
+    /// Checks speech is audible, words are in order and inside the audio, and about as long as
+    /// the text needs.
+    fn check_speech(s: &Speech, text: &str) {
+        let tokens: Vec<&str> = text.split_whitespace().collect();
+        assert_eq!(
+            s.words.iter().map(|(w, _)| w.as_str()).collect::<Vec<_>>(),
+            tokens
+        );
+        assert!(s.words.windows(2).all(|w| w[0].1 < w[1].1), "{:?}", s.words);
+        assert!(s.words.last().unwrap().1 < s.duration_ms());
+        let ms_per_word = s.duration_ms() / tokens.len() as u64;
+        assert!((150..=900).contains(&ms_per_word), "{ms_per_word} ms/word");
+        let level = rms_dbfs(&s.pcm48k);
+        assert!(level > -35.0, "speech level {level:.1} dBFS");
+    }
+
+    #[test]
+    fn detected_synth_speaks() {
+        let text = "Hello from voice edge, this is a test of the text to speech model.";
+        let s = synthesize(text, "alloy");
+        assert_eq!(s.engine, Synth::detect());
+        check_speech(&s, text);
+        println!(
+            "synthesize() used {:?}: {} words, {} ms",
+            s.engine,
+            s.words.len(),
+            s.duration_ms()
+        );
+    }
+
+    #[test]
+    fn shipped_words_speak_and_spell() {
+        let text = "Hello, this is the voice edge stub. Zyx 42!";
+        let s = synthesize_with(text, "ash", Synth::Shipped);
+        assert_eq!(s.engine, Synth::Shipped);
+        check_speech(&s, text);
+        // Each known word starts on its clip: the audio there is not silent.
+        for (w, ms) in &s.words {
+            let at = *ms as usize * 48;
+            let head = &s.pcm48k[at..(at + 4800).min(s.pcm48k.len())];
+            assert!(rms_dbfs(head) > -45.0, "{w} at {ms} ms is silent");
+        }
+        // "Zyx" is spelled: three letters, so longer than a short word.
+        let zyx = s.words[7].1 - s.words[6].1;
+        assert!(zyx > 450, "{zyx} ms");
+    }
+
+    #[test]
+    fn unsayable_text_is_still_not_silence() {
+        let s = synthesize_with("… ☺ 日本", "alloy", Synth::Shipped);
+        assert_eq!(s.words.len(), 3);
+        assert!(rms_dbfs(&s.pcm48k) > -40.0);
+        let empty = synthesize_with("  \n ", "alloy", Synth::Espeak);
+        assert!(empty.pcm48k.is_empty() && empty.words.is_empty());
+    }
+}

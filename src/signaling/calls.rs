@@ -1,0 +1,288 @@
+//! The `/v1/realtime/calls` resource: an SDP offer in, a placed call and its answer out; a new
+//! offer on a live call (ICE restart); hang-up. Everything a client does to a call goes through
+//! here, so the offer checks and the error mapping are written once for create and renegotiate.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
+use crate::control::TransceiverControl;
+use crate::transceiver::CallError;
+
+/// The stub a call starts with. `?model=` names one of ours (`echo`, `tts`, `loopback`) or is
+/// ignored, as the real service ignores it on /calls (older beta clients send OpenAI model
+/// names there); a later `session.update` can still switch between `echo` and `tts`.
+fn model_for(requested: Option<&str>) -> String {
+    match requested.map(|m| m.trim().to_ascii_lowercase()) {
+        Some(m) if m == "tts" || m == "loopback" || m == "echo" => m,
+        _ => "echo".to_owned(),
+    }
+}
+
+#[derive(Deserialize)]
+pub(super) struct CallQuery {
+    model: Option<String>,
+    /// Pins the call to a cluster (for tests and operators); default is least loaded.
+    cluster: Option<u16>,
+}
+
+/// The offer and, for multipart requests (openai-node's `realtime.calls.create`), the session
+/// config sent with it.
+async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
+    let ctype = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let mime = ctype
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let too_large = |e: String| {
+        ApiError::invalid(
+            "body_too_large",
+            format!("offer rejected: {e} (limit {MAX_OFFER_BYTES} bytes)"),
+        )
+        .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+    };
+    match mime.as_str() {
+        "application/sdp" => {
+            let body = axum::body::to_bytes(req.into_body(), MAX_OFFER_BYTES)
+                .await
+                .map_err(|e| too_large(e.to_string()))?;
+            let sdp = String::from_utf8(body.to_vec())
+                .map_err(|_| ApiError::invalid("invalid_sdp", "the offer is not UTF-8 text"))?;
+            Ok((sdp, None))
+        }
+        "multipart/form-data" => {
+            let mut mp = Multipart::from_request(req, &())
+                .await
+                .map_err(|e| ApiError::invalid("invalid_multipart", e.to_string()))?;
+            let (mut sdp, mut session) = (None, None);
+            while let Some(field) = mp
+                .next_field()
+                .await
+                .map_err(|e| ApiError::invalid("invalid_multipart", e.to_string()))?
+            {
+                let name = field.name().unwrap_or("").to_owned();
+                let text = field.text().await.map_err(|e| too_large(e.to_string()))?;
+                match name.as_str() {
+                    "sdp" => sdp = Some(text),
+                    "session" => {
+                        session = Some(serde_json::from_str::<Value>(&text).map_err(|e| {
+                            ApiError::invalid("invalid_session", format!("the session part is not JSON: {e}"))
+                        })?)
+                    }
+                    _ => {}
+                }
+            }
+            let sdp = sdp.ok_or_else(|| ApiError::invalid("missing_sdp", "the multipart body has no `sdp` part"))?;
+            Ok((sdp, session))
+        }
+        _ => Err(ApiError::invalid(
+            "unsupported_content_type",
+            format!(
+                "POST the SDP offer with Content-Type: application/sdp, or multipart/form-data with an `sdp` part (got {ctype:?})"
+            ),
+        )
+        .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE)),
+    }
+}
+
+/// Cheap checks before a transceiver spends anything on the offer.
+fn check_offer(offer: &str) -> Result<(), ApiError> {
+    if !offer.trim_start().starts_with("v=0") {
+        return Err(ApiError::invalid(
+            "invalid_sdp",
+            "the body is not an SDP offer (it must start with v=0)",
+        ));
+    }
+    if !offer.lines().any(|l| l.starts_with("m=audio")) {
+        return Err(ApiError::invalid(
+            "no_audio",
+            "the offer has no audio m-line",
+        ));
+    }
+    if !offer.lines().any(|l| l.starts_with("a=fingerprint:")) {
+        return Err(ApiError::invalid(
+            "no_dtls_fingerprint",
+            "the offer has no a=fingerprint line; DTLS-SRTP needs the client's certificate fingerprint",
+        ));
+    }
+    Ok(())
+}
+
+pub(super) async fn create_call(
+    State(sig): State<Signaling>,
+    Query(q): Query<CallQuery>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let key_session = sig
+        .keys
+        .check_call(bearer(req.headers()))
+        .map_err(key_error)?;
+    let (offer, session) = read_offer(req).await?;
+    check_offer(&offer)?;
+    // The stub: the call's own session config first, then the key's, then `?model=`.
+    let model = session
+        .as_ref()
+        .or(key_session.as_ref())
+        .and_then(|s| s.get("model"))
+        .and_then(Value::as_str)
+        .map(|m| model_for(Some(m)))
+        .filter(|m| m != "echo")
+        .unwrap_or_else(|| model_for(q.model.as_deref()));
+
+    let count = |c: &std::sync::atomic::AtomicU64| {
+        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    };
+    let (t, media_addr) = sig
+        .place(q.cluster)
+        .inspect_err(|_| count(&sig.counters.unplaced))?;
+    let created = t
+        .create_call(offer, model)
+        .await
+        .inspect_err(|_| count(&sig.counters.failed))
+        .map_err(call_error)?;
+    count(&sig.counters.created);
+
+    let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/sdp"),
+    );
+    let set = |h: &mut HeaderMap, k: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(HeaderName::from_static(k), v);
+        }
+    };
+    set(
+        h,
+        "location",
+        format!("/v1/realtime/calls/{}", created.call_id),
+    );
+    // Where the client sends media: the relay, or the transceiver itself with `--direct`.
+    set(h, "x-voice-edge-media", created.candidate.to_string());
+    if created.candidate == media_addr {
+        set(h, "x-voice-edge-relay", media_addr.to_string());
+    }
+    set(h, "x-voice-edge-cluster", created.cluster.to_string());
+    set(
+        h,
+        "x-voice-edge-transceiver",
+        created.transceiver.to_string(),
+    );
+    set(h, "x-voice-edge-worker", created.worker.to_string());
+    Ok(resp)
+}
+
+impl Signaling {
+    fn place(
+        &self,
+        cluster: Option<u16>,
+    ) -> Result<(Arc<dyn TransceiverControl>, SocketAddr), ApiError> {
+        let clusters = self.directory.clusters();
+        let _guard = self.placement.lock().unwrap();
+        let candidates: Vec<&ClusterView> = clusters
+            .iter()
+            .filter(|c| cluster.is_none_or(|id| c.id == id))
+            .collect();
+        if candidates.is_empty() {
+            return Err(match cluster {
+                Some(id) => ApiError::invalid("unknown_cluster", format!("no cluster {id}")),
+                None => ApiError::unavailable("no transceiver is registered"),
+            });
+        }
+        let mut best: Option<(&ClusterView, &Arc<dyn TransceiverControl>)> = None;
+        for c in candidates {
+            if let Some(t) = placement::pick(&c.transceivers)
+                && best.is_none_or(|(_, b)| t.load() < b.load())
+            {
+                best = Some((c, t));
+            }
+        }
+        let (c, t) =
+            best.ok_or_else(|| ApiError::unavailable("no transceiver is accepting calls"))?;
+        t.reserve();
+        Ok((t.clone(), c.media_addr))
+    }
+}
+
+pub(super) async fn hangup(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+) -> Result<Response, ApiError> {
+    let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
+    if t.hangup(id.clone()).await.map_err(call_error)? {
+        Ok(StatusCode::OK.into_response())
+    } else {
+        Err(call_not_found(&id))
+    }
+}
+
+/// `PATCH /v1/realtime/calls/{id}` with a new SDP offer for a live call, typically an ICE
+/// restart after the client's network changed (`pc.restartIce()` then a new offer). The call
+/// keeps its id, its session and its DTLS association; the body of the 200 is the answer.
+/// This is our extension: the Realtime API has no renegotiation endpoint. It sits on the
+/// call's `Location`, as WHIP (RFC 9725) puts ICE restarts on the session resource.
+pub(super) async fn renegotiate(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
+    let (offer, _) = read_offer(req).await?;
+    check_offer(&offer)?;
+    let answer = t
+        .renegotiate(id.clone(), offer)
+        .await
+        .map_err(call_error)?
+        .ok_or_else(|| call_not_found(&id))?;
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/sdp"),
+        )],
+        answer,
+    )
+        .into_response())
+}
+
+fn call_not_found(id: &str) -> ApiError {
+    ApiError::invalid("call_not_found", format!("no live call {id:?}"))
+        .with_status(StatusCode::NOT_FOUND)
+}
+
+/// A bad offer is the client's fault (400); a stopped transceiver is ours (503).
+fn call_error(e: CallError) -> ApiError {
+    match e {
+        CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
+        CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),
+    }
+}
+
+impl Signaling {
+    /// The transceiver a call id names (the id encodes cluster and transceiver).
+    fn transceiver_of(&self, call_id: &str) -> Option<Arc<dyn TransceiverControl>> {
+        let place = crate::transceiver::call_id::decode(call_id)?;
+        self.directory
+            .clusters()
+            .iter()
+            .find(|c| c.id == place.cluster)?
+            .transceivers
+            .iter()
+            .find(|t| t.id() == place.transceiver)
+            .cloned()
+    }
+}

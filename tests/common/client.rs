@@ -1,0 +1,372 @@
+//! A real WebRTC client (the `webrtc` crate, its own UDP socket) that calls as the Realtime SDK
+//! does, so tests exercise the same HTTP + ICE + DTLS + SRTP path a browser does.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use rtc::media_stream::MediaStreamTrack;
+use rtc::peer_connection::configuration::media_engine::MediaEngine;
+use rtc::peer_connection::sdp::RTCSessionDescription;
+use rtc::rtp_transceiver::rtp_sender::{
+    RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters, RtpCodecKind,
+};
+use tokio::sync::{Mutex, mpsc};
+use webrtc::data_channel::{DataChannel, DataChannelEvent};
+use webrtc::media_stream::track_local::TrackLocal;
+use webrtc::media_stream::track_local::static_rtp::TrackLocalStaticRTP;
+use webrtc::media_stream::track_remote::{TrackRemote, TrackRemoteEvent};
+use webrtc::peer_connection::{
+    PeerConnection, PeerConnectionBuilder, PeerConnectionEventHandler, RTCIceGatheringState,
+    RTCPeerConnectionState,
+};
+
+use super::http::{HttpResponse, http_patch, http_post, http_post_auth};
+
+#[derive(Clone)]
+struct Handler {
+    state_tx: mpsc::UnboundedSender<RTCPeerConnectionState>,
+    gathered_tx: mpsc::UnboundedSender<()>,
+    rtp_tx: mpsc::UnboundedSender<Bytes>,
+}
+
+#[async_trait::async_trait]
+impl PeerConnectionEventHandler for Handler {
+    async fn on_ice_gathering_state_change(&self, state: RTCIceGatheringState) {
+        if state == RTCIceGatheringState::Complete {
+            let _ = self.gathered_tx.send(());
+        }
+    }
+    async fn on_connection_state_change(&self, state: RTCPeerConnectionState) {
+        let _ = self.state_tx.send(state);
+    }
+    async fn on_track(&self, track: Arc<dyn TrackRemote>) {
+        let tx = self.rtp_tx.clone();
+        tokio::spawn(async move {
+            while let Some(ev) = track.poll().await {
+                if let TrackRemoteEvent::OnRtpPacket(p) = ev {
+                    let _ = tx.send(p.payload);
+                }
+            }
+        });
+    }
+}
+
+/// A connected client call: what the Realtime SDK does, minus the browser.
+pub struct Client {
+    pub pc: Box<dyn PeerConnection>,
+    pub track: Arc<TrackLocalStaticRTP>,
+    pub ssrc: u32,
+    pub response: HttpResponse,
+    pub events: Arc<Mutex<Vec<String>>>,
+    pub dc: Arc<dyn DataChannel>,
+    /// Becomes true when `oai-events` closes: the server's SCTP ABORT / DTLS close_notify
+    /// reached us (the webrtc crate's connection state only follows ICE, seconds later).
+    channel_closed: tokio::sync::watch::Receiver<bool>,
+    state_rx: mpsc::UnboundedReceiver<RTCPeerConnectionState>,
+    pub rtp_rx: mpsc::UnboundedReceiver<Bytes>,
+    /// RTP sequence continues across rounds: SRTP replay protection drops repeats.
+    next_seq: u32,
+}
+
+fn opus() -> RTCRtpCodecParameters {
+    voice_edge::transceiver::opus_codec()
+}
+
+impl Client {
+    /// Creates the offer (audio track + `oai-events` channel), posts it, applies the answer.
+    /// Returns once the HTTP exchange is done; use [`Client::wait_connected`] next.
+    pub async fn call(http: SocketAddr, path: &str) -> Client {
+        Self::call_with(http, path, |sdp| sdp.to_owned()).await
+    }
+
+    /// Like [`Client::call`], posting the offer as multipart (`sdp` + `session`) with a key, as
+    /// openai-node's `realtime.calls.create` does.
+    pub async fn call_multipart(http: SocketAddr, path: &str, key: &str) -> Client {
+        Self::call_inner(http, path, |sdp| sdp.to_owned(), Some(key.to_owned())).await
+    }
+
+    /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
+    pub async fn call_with(
+        http: SocketAddr,
+        path: &str,
+        rewrite: impl Fn(&str) -> String,
+    ) -> Client {
+        Self::call_inner(http, path, rewrite, None).await
+    }
+
+    async fn call_inner(
+        http: SocketAddr,
+        path: &str,
+        rewrite: impl Fn(&str) -> String,
+        multipart_key: Option<String>,
+    ) -> Client {
+        let mut me = MediaEngine::default();
+        me.register_codec(opus(), RtpCodecKind::Audio).unwrap();
+        let (state_tx, state_rx) = mpsc::unbounded_channel();
+        let (gathered_tx, mut gathered_rx) = mpsc::unbounded_channel();
+        let (rtp_tx, rtp_rx) = mpsc::unbounded_channel();
+        let pc = PeerConnectionBuilder::new()
+            .with_media_engine(me)
+            .with_handler(Arc::new(Handler {
+                state_tx,
+                gathered_tx,
+                rtp_tx,
+            }))
+            .with_udp_addrs(vec!["127.0.0.1:0".to_owned()])
+            .build()
+            .await
+            .expect("build client pc");
+        let ssrc = rand::random::<u32>();
+        let track = Arc::new(TrackLocalStaticRTP::new(MediaStreamTrack::new(
+            "client-stream".into(),
+            "client-mic".into(),
+            "mic".into(),
+            RtpCodecKind::Audio,
+            vec![RTCRtpEncodingParameters {
+                rtp_coding_parameters: RTCRtpCodingParameters {
+                    ssrc: Some(ssrc),
+                    ..Default::default()
+                },
+                codec: opus().rtp_codec,
+                ..Default::default()
+            }],
+        )));
+        pc.add_track(track.clone() as Arc<dyn TrackLocal>)
+            .await
+            .unwrap();
+        let dc = pc.create_data_channel("oai-events", None).await.unwrap();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let (closed_tx, channel_closed) = tokio::sync::watch::channel(false);
+        {
+            let dc = dc.clone();
+            let events = events.clone();
+            tokio::spawn(async move {
+                while let Some(ev) = dc.poll().await {
+                    match ev {
+                        DataChannelEvent::OnMessage(m) => events
+                            .lock()
+                            .await
+                            .push(String::from_utf8_lossy(&m.data).to_string()),
+                        DataChannelEvent::OnClose => {
+                            let _ = closed_tx.send(true);
+                        }
+                        _ => {}
+                    }
+                }
+                let _ = closed_tx.send(true);
+            });
+        }
+        let offer = pc.create_offer(None).await.unwrap();
+        pc.set_local_description(offer).await.unwrap();
+        let _ = tokio::time::timeout(Duration::from_secs(2), gathered_rx.recv()).await;
+        let offer = pc.local_description().await.unwrap();
+        let response = match &multipart_key {
+            None => http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await,
+            Some(key) => {
+                let boundary = "voiceedgeboundary7";
+                let body = format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\n{}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n{{\"type\":\"realtime\",\"model\":\"loopback\"}}\r\n--{boundary}--\r\n",
+                    offer.sdp
+                );
+                http_post_auth(
+                    http,
+                    path,
+                    &format!("multipart/form-data; boundary={boundary}"),
+                    body.as_bytes(),
+                    key,
+                )
+                .await
+            }
+        };
+        assert_eq!(response.status, 201, "offer refused: {}", response.body);
+        let answer = RTCSessionDescription::answer(rewrite(&response.body)).unwrap();
+        pc.set_remote_description(answer).await.unwrap();
+        Client {
+            pc: Box::new(pc),
+            track,
+            ssrc,
+            response,
+            events,
+            dc,
+            channel_closed,
+            state_rx,
+            rtp_rx,
+            next_seq: 0,
+        }
+    }
+
+    /// Restarts ICE as a browser does after a network change (`restartIce()`, a new offer),
+    /// sends the offer to the call's `Location` with PATCH and applies the answer (through
+    /// `rewrite`). Returns the server's response.
+    pub async fn restart_ice(
+        &mut self,
+        http: SocketAddr,
+        rewrite: impl Fn(&str) -> String,
+    ) -> HttpResponse {
+        self.pc.restart_ice().await.unwrap();
+        let offer = self.pc.create_offer(None).await.unwrap();
+        self.pc.set_local_description(offer).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let offer = self.pc.local_description().await.unwrap();
+        let location = self.response.headers["location"].clone();
+        let r = http_patch(http, &location, "application/sdp", offer.sdp.as_bytes()).await;
+        if r.status == 200 {
+            let answer = RTCSessionDescription::answer(rewrite(&r.body)).unwrap();
+            self.pc.set_remote_description(answer).await.unwrap();
+        }
+        r
+    }
+
+    pub async fn wait_connected(&mut self, within: Duration) {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let st = tokio::time::timeout_at(deadline, self.state_rx.recv())
+                .await
+                .expect("timed out waiting for the call to connect")
+                .expect("state channel closed");
+            match st {
+                RTCPeerConnectionState::Connected => return,
+                RTCPeerConnectionState::Failed | RTCPeerConnectionState::Closed => {
+                    panic!("call failed: {st}")
+                }
+                _ => {}
+            }
+        }
+    }
+
+    /// Waits for the server to end the call *by telling us*: its SCTP ABORT closes the
+    /// `oai-events` channel. Consent or ICE timeouts on our side take seconds longer (about
+    /// 4.6 s with this client), so a short `within` tells the two apart.
+    pub async fn wait_told_closed(&mut self, within: Duration) {
+        tokio::time::timeout(within, self.channel_closed.wait_for(|c| *c))
+            .await
+            .expect("the server did not close the call (no SCTP ABORT / close_notify arrived)")
+            .expect("channel watch dropped");
+    }
+
+    /// Waits until the client's peer connection leaves the connected state (closed, failed or
+    /// disconnected); returns the state it reached.
+    pub async fn wait_gone(&mut self, within: Duration) -> RTCPeerConnectionState {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let st = tokio::time::timeout_at(deadline, self.state_rx.recv())
+                .await
+                .expect("the call did not end on the client side")
+                .expect("state channel closed");
+            if matches!(
+                st,
+                RTCPeerConnectionState::Closed
+                    | RTCPeerConnectionState::Failed
+                    | RTCPeerConnectionState::Disconnected
+            ) {
+                return st;
+            }
+        }
+    }
+
+    /// Sends `n` 20 ms frames tagged with `tag` and returns how many tagged frames came back.
+    pub async fn echo_round(&mut self, tag: u8, n: u16) -> usize {
+        for i in 0..n {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let pkt = tagged_frame(tag, u32::from(i), seq, self.ssrc);
+            self.track.write_rtp(pkt).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let mut got = 0;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+        while let Ok(Some(p)) = tokio::time::timeout_at(deadline, self.rtp_rx.recv()).await {
+            if p.first() == Some(&tag) && p.len() == 60 {
+                got += 1;
+                if got == n as usize {
+                    break;
+                }
+            }
+        }
+        got
+    }
+
+    pub async fn event_types(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .await
+            .iter()
+            .filter_map(|e| serde_json::from_str::<serde_json::Value>(e).ok())
+            .filter_map(|v| v["type"].as_str().map(str::to_owned))
+            .collect()
+    }
+}
+
+impl Client {
+    /// Streams 20 ms tagged frames until `stop` is set; returns the number sent.
+    pub fn stream(
+        &self,
+        tag: u8,
+        stop: Arc<std::sync::atomic::AtomicBool>,
+    ) -> tokio::task::JoinHandle<u32> {
+        let track = self.track.clone();
+        let ssrc = self.ssrc;
+        tokio::spawn(async move {
+            let mut i: u32 = 0;
+            let mut tick = tokio::time::interval(Duration::from_millis(20));
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                tick.tick().await;
+                let _ = track.write_rtp(tagged_frame(tag, i, i, ssrc)).await;
+                i += 1;
+            }
+            i
+        })
+    }
+
+    /// Records the arrival time of every echoed frame carrying `tag` until the channel closes
+    /// or `until` passes.
+    pub async fn arrivals(
+        &mut self,
+        tag: u8,
+        until: tokio::time::Instant,
+    ) -> Vec<tokio::time::Instant> {
+        let mut out = vec![];
+        while let Ok(Some(p)) = tokio::time::timeout_at(until, self.rtp_rx.recv()).await {
+            if p.first() == Some(&tag) {
+                out.push(tokio::time::Instant::now());
+            }
+        }
+        out
+    }
+}
+
+/// A 60-byte frame the echo model sends back unchanged: `tag`, then `index` (16 bits) to tell
+/// the frames of one round apart; `seq` numbers the RTP stream, which must never repeat.
+fn tagged_frame(tag: u8, index: u32, seq: u32, ssrc: u32) -> rtc::rtp::Packet {
+    let mut payload = vec![tag, (index >> 8) as u8, index as u8];
+    payload.extend_from_slice(&[0x5a; 57]);
+    rtc::rtp::Packet {
+        header: rtc::rtp::header::Header {
+            version: 2,
+            payload_type: 111,
+            sequence_number: seq as u16,
+            timestamp: seq.wrapping_mul(960),
+            ssrc,
+            ..Default::default()
+        },
+        payload: Bytes::from(payload),
+    }
+}
+
+/// The longest silence between consecutive arrivals inside [from, to].
+pub fn max_gap(
+    arrivals: &[tokio::time::Instant],
+    from: tokio::time::Instant,
+    to: tokio::time::Instant,
+) -> Duration {
+    let mut prev = from;
+    let mut worst = Duration::ZERO;
+    for &t in arrivals.iter().filter(|t| **t >= from && **t <= to) {
+        worst = worst.max(t - prev);
+        prev = t;
+    }
+    worst.max(to.saturating_duration_since(prev))
+}

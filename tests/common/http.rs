@@ -1,0 +1,89 @@
+//! A minimal HTTP/1.1 client over a fresh TCP connection per request: the tests check status
+//! codes and headers byte for byte as a client sees them, with nothing in between.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+pub struct HttpResponse {
+    pub status: u16,
+    pub headers: HashMap<String, String>,
+    pub body: String,
+}
+
+pub async fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> HttpResponse {
+    http_request("POST", addr, path, content_type, body, None).await
+}
+
+pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
+    http_request("GET", addr, path, "text/plain", b"", None).await
+}
+
+pub async fn http_patch(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> HttpResponse {
+    http_request("PATCH", addr, path, content_type, body, None).await
+}
+
+pub async fn http_post_auth(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+    key: &str,
+) -> HttpResponse {
+    http_request("POST", addr, path, content_type, body, Some(key)).await
+}
+
+async fn http_request(
+    method: &str,
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+    key: Option<&str>,
+) -> HttpResponse {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
+    let auth = key
+        .map(|k| format!("Authorization: Bearer {k}\r\n"))
+        .unwrap_or_default();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s.write_all(body).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .unwrap()
+        .split_whitespace()
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_owned()))
+        .collect();
+    HttpResponse {
+        status,
+        headers,
+        body: body.to_owned(),
+    }
+}
