@@ -21,6 +21,7 @@ use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
 use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle, RelaySockets};
 use crate::routing::RouteKeys;
+use crate::routing::local_link::LocalLinks;
 use crate::signaling::{AdminAction, ClusterView, Signaling, StatsFn};
 use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
 
@@ -56,6 +57,10 @@ pub struct AllInOneConfig {
     /// Worker threads per relay.
     #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
     pub relay_workers: usize,
+    /// Relay ↔ transceiver datagrams over loopback UDP, as between hosts, instead of handed
+    /// over in memory (to measure what the in-process link saves).
+    #[arg(long, env = "VOICE_EDGE_UDP_LINKS")]
+    pub udp_links: bool,
     /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
     #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
     pub route_secret: Option<String>,
@@ -417,6 +422,9 @@ fn start_media(
     let mut relays = vec![];
     let mut handles = vec![];
     let mut threads = vec![];
+    // The cluster relays and their transceivers share this process: their link datagrams go
+    // through memory, not loopback UDP (see routing::local_link).
+    let local_links = (!cfg.udp_links).then(|| Arc::new(LocalLinks::default()));
     let mut cluster_links = HashMap::new();
     let mut entry = None;
     for &cluster in clusters {
@@ -440,9 +448,11 @@ fn start_media(
             media_addr,
             &plans.cluster0,
             keys,
+            local_links.clone(),
             &mut threads,
         )?;
         let mut rc = RelayConfig::new(public, members, keys.clone());
+        rc.local_links = local_links.clone();
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache.clone();
         if let Some((_, glink)) = global_addrs {
@@ -488,6 +498,7 @@ fn start_transceivers(
     media_addr: SocketAddr,
     cluster0: &MediaPlan,
     keys: &RouteKeys,
+    local_links: Option<Arc<LocalLinks>>,
     threads: &mut Vec<JoinHandle<()>>,
 ) -> anyhow::Result<(ClusterMembers, Vec<TransceiverHandle>)> {
     let mut members = ClusterMembers::new(cluster).with_workers(cfg.transceiver_workers);
@@ -503,15 +514,18 @@ fn start_transceivers(
         } else {
             (internal_socket(), AnswerCandidate::Relay(media_addr))
         };
-        let (h, workers) = transceiver::spawn(TransceiverConfig {
-            cluster,
-            id,
-            bind,
-            candidate,
-            route_keys: keys.clone(),
-            lifecycle: cfg.lifecycle,
-            workers: cfg.transceiver_workers,
-        })?;
+        let (h, workers) = transceiver::spawn_in_process(
+            TransceiverConfig {
+                cluster,
+                id,
+                bind,
+                candidate,
+                route_keys: keys.clone(),
+                lifecycle: cfg.lifecycle,
+                workers: cfg.transceiver_workers,
+            },
+            local_links.clone(),
+        )?;
         members = members.with(id, h.addr);
         ts.push(h);
         threads.extend(workers);

@@ -415,6 +415,7 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
             ttl: Duration::from_secs(a.flow_idle * 4),
         }),
         live_hops: live_hops.clone(),
+        local_links: None,
     };
     let stop_following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     if let (Some(hops), Some(url)) = (live_hops, redis_url) {

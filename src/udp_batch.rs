@@ -82,6 +82,12 @@ impl RecvBatch {
         self.lens[i]
     }
 
+    /// The whole slot `i` (headroom included).
+    #[inline]
+    pub fn slot(&self, i: usize) -> &[u8] {
+        &self.bufs[i * SLOT..(i + 1) * SLOT]
+    }
+
     /// The whole slot `i` (headroom included), to write a header in front of the datagram.
     #[inline]
     pub fn slot_mut(&mut self, i: usize) -> &mut [u8] {

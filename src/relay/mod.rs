@@ -74,6 +74,9 @@ pub struct RelayConfig {
     /// Next hops that change while the relay runs (Redis membership); when set, its contents
     /// replace `next_hops` in every worker and the cache thread as soon as they change.
     pub live_hops: Option<Arc<LiveHops>>,
+    /// Next hops in this process (the all-in-one's transceivers) reached in memory rather than
+    /// by UDP; the relay registers its own link address there too, for their replies.
+    pub local_links: Option<Arc<crate::routing::local_link::LocalLinks>>,
 }
 
 /// The next-hop table as membership updates it. Workers read the version (one atomic load per
@@ -134,6 +137,7 @@ impl RelayConfig {
             learn_outbound: true,
             cache: None,
             live_hops: None,
+            local_links: None,
         }
     }
 
@@ -307,9 +311,23 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
         vec![]
     };
     let started = Instant::now();
+    // In-process next hops reply through these queues, one per worker, registered under the
+    // link address (a restarted relay's replace the old ones).
+    let mut inboxes = vec![];
+    if let Some(local) = &cfg.local_links {
+        let mut senders = vec![];
+        for _ in 0..publics.len() {
+            let (tx, rx) = crate::routing::local_link::local_link()?;
+            senders.push(tx);
+            inboxes.push(Some(rx));
+        }
+        local.register(link_addr, senders);
+    } else {
+        inboxes.resize_with(publics.len(), || None);
+    }
     let mut worker_counters = vec![];
     let mut threads = vec![];
-    for (i, (public, link)) in publics.into_iter().zip(links).enumerate() {
+    for (i, ((public, link), inbox)) in publics.into_iter().zip(links).zip(inboxes).enumerate() {
         let counters = Arc::new(Counters::default());
         worker_counters.push(counters.clone());
         let w = worker::Worker::new(worker::WorkerParts {
@@ -323,6 +341,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
             stop: stop.clone(),
             wake: wake.fd(),
             started,
+            inbox,
         });
         let core = (!cores.is_empty()).then(|| cores[i % cores.len()]);
         threads.push(

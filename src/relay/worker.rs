@@ -14,6 +14,7 @@ use super::flow_cache::CacheRequest;
 use super::flows::{FlowTable, Insert, SharedFlows};
 use super::{RelayConfig, Tier, VIA_UPSTREAM};
 use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
+use crate::routing::local_link::{LocalInbox, LocalRoutes};
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
@@ -41,6 +42,8 @@ pub(super) struct WorkerParts {
     /// restart does not wait out a poll tick.
     pub wake: RawFd,
     pub started: Instant,
+    /// Replies from in-process next hops (see [`crate::routing::local_link`]).
+    pub inbox: Option<LocalInbox>,
 }
 
 pub(super) struct Worker {
@@ -62,6 +65,11 @@ pub(super) struct Worker {
     refresh_buf: Vec<(SocketAddr, u16, SocketAddr)>,
     /// The [`super::LiveHops`] version copied into `cfg.next_hops`.
     hops_seen: u64,
+    inbox: Option<LocalInbox>,
+    /// In-process next hops, and the datagrams from them on their way out.
+    local: LocalRoutes,
+    local_out: Vec<(Vec<u8>, usize, SocketAddr)>,
+    local_up: Vec<(Vec<u8>, SocketAddr)>,
 }
 
 impl Worker {
@@ -83,6 +91,10 @@ impl Worker {
             wake: p.wake,
             refresh_buf: Vec::new(),
             hops_seen: 0,
+            inbox: p.inbox,
+            local: LocalRoutes::default(),
+            local_out: Vec::with_capacity(BATCH),
+            local_up: Vec::new(),
         }
     }
 
@@ -102,8 +114,15 @@ impl Worker {
             {
                 self.hop_ids = self.cfg.next_hop_addrs();
             }
-            let [public_ready, link_ready, _] =
-                wait_readable([public_fd, link_fd, self.wake], Some(TICK));
+            if let Some(l) = &self.cfg.local_links {
+                self.local.refresh(l);
+            }
+            let inbox_fd = self.inbox.as_ref().map_or(-1, LocalInbox::fd);
+            let [public_ready, link_ready, _, local_ready] =
+                wait_readable([public_fd, link_fd, self.wake, inbox_fd], Some(TICK));
+            if local_ready {
+                self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
+            }
             if public_ready {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_public.recv(public_fd) else {
@@ -114,6 +133,7 @@ impl Worker {
                         self.on_client_datagram(&mut from_public, i, now, &mut to_link);
                     }
                     self.flush(&mut to_link, link_fd, &from_public);
+                    self.local.wake_all();
                     if n < BATCH {
                         break;
                     }
@@ -130,6 +150,7 @@ impl Worker {
                     }
                     self.flush(&mut to_public, public_fd, &from_link);
                     self.flush(&mut to_link, link_fd, &from_link);
+                    self.local.wake_all();
                     if n < BATCH {
                         break;
                     }
@@ -171,7 +192,7 @@ impl Worker {
             client,
         }
         .write(&mut slot[..LINK_HEADER_LEN]);
-        to_link.push_slot(i, 0..LINK_HEADER_LEN + n, owner);
+        self.forward_to_hop(b, i, 0..LINK_HEADER_LEN + n, owner, client, to_link);
         Counters::inc(&self.counters.forwarded_in);
     }
 
@@ -219,12 +240,101 @@ impl Worker {
                 client: h.client,
             }
             .write(&mut slot[..LINK_HEADER_LEN]);
-            to_link.push_slot(i, 0..n, owner);
+            self.forward_to_hop(b, i, 0..n, owner, h.client, to_link);
             Counters::inc(&self.counters.forwarded_in);
         } else {
             // Only members may make the relay speak from its public address.
             Counters::inc(&self.counters.dropped_bad_link);
         }
+    }
+
+    /// Hands a link datagram (slot `i`, `range`) to its next hop: in memory when the hop is in
+    /// this process, else queued for the link socket.
+    #[inline]
+    fn forward_to_hop(
+        &mut self,
+        b: &RecvBatch,
+        i: usize,
+        range: std::ops::Range<usize>,
+        owner: SocketAddr,
+        client: SocketAddr,
+        to_link: &mut SendBatch,
+    ) {
+        let datagram = &b.slot(i)[range.clone()];
+        match self
+            .local
+            .deliver(owner, client, self.cfg.link, &[datagram])
+        {
+            None => to_link.push_slot(i, range, owner),
+            Some(true) => {}
+            Some(false) => Counters::inc(&self.counters.send_errors),
+        }
+    }
+
+    /// Replies from in-process next hops: as [`Self::on_link_datagram`] does for a next hop's
+    /// reply, then sent with one `sendmmsg` per socket.
+    fn drain_local(
+        &mut self,
+        now: Instant,
+        public_fd: RawFd,
+        link_fd: RawFd,
+        to_public: &mut SendBatch,
+    ) {
+        let Some(inbox) = self.inbox.take() else {
+            return;
+        };
+        let max = BATCH * MAX_BATCHES_PER_TURN;
+        let mut taken = 0;
+        for (from, mut buf) in inbox.take(max) {
+            taken += 1;
+            let Ok((h, _)) = LinkHeader::parse(&buf) else {
+                Counters::inc(&self.counters.dropped_bad_link);
+                continue;
+            };
+            let Some(&hop) = self.hop_ids.get(&from) else {
+                Counters::inc(&self.counters.dropped_bad_link);
+                continue;
+            };
+            self.learn_outbound(h.client, from, hop, now);
+            if h.ingress & VIA_UPSTREAM != 0 {
+                let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
+                    Counters::inc(&self.counters.dropped_bad_link);
+                    continue;
+                };
+                LinkHeader {
+                    ingress: 0,
+                    client: h.client,
+                }
+                .write(&mut buf[..LINK_HEADER_LEN]);
+                self.local_up.push((buf, up));
+            } else {
+                self.local_out.push((buf, LINK_HEADER_LEN, h.client));
+            }
+            Counters::inc(&self.counters.forwarded_out);
+        }
+        if taken == max {
+            inbox.again();
+        }
+        self.inbox = Some(inbox);
+        let r = to_public.send(
+            public_fd,
+            self.local_out
+                .iter()
+                .map(|(buf, start, to)| (&[][..], &buf[*start..], *to)),
+        );
+        let mut failed = r.failed;
+        if !self.local_up.is_empty() {
+            let r = to_public.send(
+                link_fd,
+                self.local_up
+                    .iter()
+                    .map(|(buf, to)| (&[][..], &buf[..], *to)),
+            );
+            failed += r.failed;
+        }
+        Counters::add(&self.counters.send_errors, failed as u64);
+        self.local_out.clear();
+        self.local_up.clear();
     }
 
     /// Where a client's datagram goes: its flow, a new flow from a routable binding request,

@@ -11,11 +11,13 @@
 //! - [`ufrag`]: the route hint hidden in the server's ICE ufrag.
 //! - [`stun`]: RFC 7983 first-byte demux and the USERNAME peek a relay needs for an unknown source.
 //! - [`link`]: the relay ↔ transceiver encapsulation header.
+//! - [`local_link`]: the same link datagrams handed over in memory when both ends share a process.
 //!
 //! Decode and peek paths take borrowed bytes and return `Copy` values or sub-slices, so the relay can
 //! call them per packet without allocating.
 
 pub mod link;
+pub mod local_link;
 pub mod stun;
 pub mod ufrag;
 

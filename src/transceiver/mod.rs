@@ -403,6 +403,16 @@ impl TransceiverHandle {
 
 /// Binds one socket per worker on consecutive ports and starts the worker threads.
 pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, Vec<JoinHandle<()>>)> {
+    spawn_in_process(cfg, None)
+}
+
+/// [`spawn`], for a transceiver that shares its process with the relay in front of it: each
+/// worker's socket address is also served in memory through `local` (see
+/// [`crate::routing::local_link`]), and replies to an in-process relay go the same way.
+pub fn spawn_in_process(
+    cfg: TransceiverConfig,
+    local: Option<Arc<crate::routing::local_link::LocalLinks>>,
+) -> anyhow::Result<(TransceiverHandle, Vec<JoinHandle<()>>)> {
     anyhow::ensure!(cfg.workers >= 1, "a transceiver needs at least one worker");
     let sockets = bind_worker_sockets(cfg.bind, cfg.workers)?;
     let addr = sockets[0].local_addr()?;
@@ -414,9 +424,19 @@ pub fn spawn(cfg: TransceiverConfig) -> anyhow::Result<(TransceiverHandle, Vec<J
         let (mailbox, inbox) = mailbox::mailbox()?;
         let live = Arc::new(AtomicUsize::new(0));
         let own = socket.local_addr()?;
+        let local = match &local {
+            Some(links) => {
+                let (tx, rx) = crate::routing::local_link::local_link()?;
+                links.register(own, vec![tx]);
+                Some((links.clone(), rx))
+            }
+            None => None,
+        };
         let w = worker::Worker::new(worker::WorkerParts {
             cfg: cfg.clone(),
             index: index as u8,
+            own,
+            local,
             advertise: match cfg.candidate {
                 AnswerCandidate::Relay(addr) => addr,
                 AnswerCandidate::OwnSocket(ip) => SocketAddr::new(ip, own.port()),

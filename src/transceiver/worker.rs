@@ -13,6 +13,7 @@ use super::endpoint::{Endpoint, Synthesis, Transmit};
 use super::mailbox::{Inbox, Mailbox};
 use super::{Command, TransceiverConfig};
 use crate::routing::link::LINK_HEADER_LEN;
+use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 use crate::wakeup::wait_readable;
 
@@ -24,6 +25,8 @@ const MAX_BATCHES_PER_TURN: usize = 8;
 pub(super) struct WorkerParts {
     pub cfg: TransceiverConfig,
     pub index: u8,
+    /// This worker's socket address.
+    pub own: SocketAddr,
     /// The candidate put in answers: the relay, or this worker's own socket.
     pub advertise: SocketAddr,
     pub certificate: RTCCertificate,
@@ -31,6 +34,9 @@ pub(super) struct WorkerParts {
     pub stop: Arc<AtomicBool>,
     /// This worker's own command queue, where TTS threads hand speech back.
     pub mailbox: Mailbox,
+    /// A relay in this process, reached in memory (see [`crate::routing::local_link`]): the
+    /// table of in-process link addresses and this worker's own queue in it.
+    pub local: Option<(Arc<LocalLinks>, LocalInbox)>,
 }
 
 pub(super) struct Worker {
@@ -44,6 +50,11 @@ pub(super) struct Worker {
     outgoing: Vec<Transmit>,
     heads: Vec<[u8; LINK_HEADER_LEN]>,
     sender: SendBatch,
+    /// This worker's socket address: what its in-memory datagrams say they come from.
+    own: SocketAddr,
+    local_links: Option<Arc<LocalLinks>>,
+    local_inbox: Option<LocalInbox>,
+    routes: LocalRoutes,
 }
 
 impl Worker {
@@ -58,6 +69,10 @@ impl Worker {
             outgoing: Vec::with_capacity(BATCH),
             heads: Vec::with_capacity(BATCH),
             sender: SendBatch::new(),
+            own: p.own,
+            local_links: p.local.as_ref().map(|(l, _)| l.clone()),
+            local_inbox: p.local.map(|(_, i)| i),
+            routes: LocalRoutes::default(),
         }
     }
 
@@ -71,13 +86,21 @@ impl Worker {
         let fd = socket.as_raw_fd();
         let mut batch = RecvBatch::new(0);
         while !self.stop.load(Ordering::Relaxed) {
+            if let Some(l) = &self.local_links {
+                self.routes.refresh(l);
+            }
             let now = Instant::now();
             self.endpoint.handle_timeout(now);
             self.output(fd);
             let timeout = self.endpoint.poll_timeout().saturating_duration_since(now);
-            let [readable, _] = wait_readable([fd, inbox.fd()], Some(timeout));
+            let local_fd = self.local_inbox.as_ref().map_or(-1, LocalInbox::fd);
+            let [readable, _, local_ready] =
+                wait_readable([fd, inbox.fd(), local_fd], Some(timeout));
             if readable {
                 self.drain_socket(fd, &mut batch);
+            }
+            if local_ready {
+                self.drain_local(fd);
             }
             for c in inbox.take_all() {
                 self.on_command(c);
@@ -155,6 +178,27 @@ impl Worker {
         }
     }
 
+    /// Datagrams from a relay in this process, as [`Self::drain_socket`] reads the socket's.
+    fn drain_local(&mut self, fd: RawFd) {
+        let Some(inbox) = self.local_inbox.take() else {
+            return;
+        };
+        let max = BATCH * MAX_BATCHES_PER_TURN;
+        let mut taken = 0;
+        let now = Instant::now();
+        for (from, datagram) in inbox.take(max) {
+            taken += 1;
+            self.endpoint.handle_datagram(now, from, &datagram);
+            if taken % BATCH == 0 {
+                self.output(fd);
+            }
+        }
+        if taken == max {
+            inbox.again();
+        }
+        self.local_inbox = Some(inbox);
+    }
+
     /// Sends what the endpoint queued (a `sendmmsg` per [`BATCH`]), starts what it wants
     /// synthesized, publishes the call count.
     fn output(&mut self, fd: RawFd) {
@@ -170,12 +214,22 @@ impl Worker {
                 }
                 head
             }));
-            let datagrams = self.outgoing.iter().zip(&self.heads).map(|(t, head)| {
-                let head: &[u8] = if t.link.is_some() { head } else { &[] };
-                (head, &t.payload[..], t.to)
-            });
+            let (routes, own) = (&mut self.routes, self.own);
+            // To a relay in this process in memory; the rest by UDP, in one sendmmsg.
+            let datagrams = self
+                .outgoing
+                .iter()
+                .zip(&self.heads)
+                .filter_map(|(t, head)| match &t.link {
+                    Some(h) => match routes.deliver(t.to, h.client, own, &[head, &t.payload]) {
+                        Some(_) => None,
+                        None => Some((&head[..], &t.payload[..], t.to)),
+                    },
+                    None => Some((&[][..], &t.payload[..], t.to)),
+                });
             // Send errors are dropped like any UDP loss.
             let r = self.sender.send(fd, datagrams);
+            self.routes.wake_all();
             if r.failed > 0 {
                 log::debug!(
                     "transceiver {}.{}: {} datagrams not sent",
