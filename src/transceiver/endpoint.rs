@@ -32,7 +32,7 @@ use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
 use super::media::TtsRequest;
 use super::peer::{self, PeerParams};
-use super::session::{NewSession, Session, SessionState};
+use super::session::{NewSession, PendingMove, Session, SessionState};
 use super::{CallInfo, CreatedCall, EndCounters, TransceiverConfig, WorkerStats};
 use crate::routing::link::LinkHeader;
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
@@ -42,6 +42,10 @@ use crate::routing::ufrag;
 pub const HOUSEKEEPING: Duration = Duration::from_millis(500);
 
 type Key = u64;
+
+/// Addresses a call accepts datagrams from besides its current one (a NAT rebinding under way,
+/// the address it just left).
+const MAX_ALIASES: usize = 4;
 
 /// A datagram for the socket: to a relay's link address with the link header in front, or bare
 /// to a client that talks to this socket directly.
@@ -293,22 +297,23 @@ impl Endpoint {
         // *send* moves only once the stack has accepted an authenticated binding request from
         // the new address (see `flush`), so a forged packet cannot redirect the call.
         let canonical = *s.canonical.get_or_insert(client);
-        match s.client {
-            None => {
-                self.by_addr.insert(client, key);
-                s.client = Some(client);
-            }
-            Some(current) if current != client => {
-                self.by_addr.insert(client, key);
-                if consent && payload.len() >= 20 {
-                    let mut txid = [0u8; 12];
-                    txid.copy_from_slice(&payload[8..20]);
-                    s.pending_move = Some((client, txid));
+        if (s.client != Some(client) || s.via != via) && consent && payload.len() >= 20 {
+            let mut txid = [0u8; 12];
+            txid.copy_from_slice(&payload[8..20]);
+            s.pending_move = Some(PendingMove { client, via, txid });
+            if s.client != Some(client) && !s.aliases.contains(&client) {
+                // Accept the new address's datagrams (the stack authenticates them), but keep
+                // only a few: checks with a known ufrag are cheap to forge.
+                while s.aliases.len() >= MAX_ALIASES {
+                    let old = s.aliases.remove(0);
+                    if self.by_addr.get(&old) == Some(&key) {
+                        self.by_addr.remove(&old);
+                    }
                 }
+                s.aliases.push(client);
+                self.by_addr.insert(client, key);
             }
-            Some(_) => {}
         }
-        s.via = via;
         if consent {
             s.last_consent = now;
         }
@@ -553,11 +558,19 @@ fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
 /// the stack has answered an authenticated binding request from there.
 fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
     while let Some(w) = s.pc.poll_write() {
-        if let Some((addr, txid)) = s.pending_move
-            && is_binding_success(&w.message, &txid)
+        if let Some(m) = s.pending_move
+            && is_binding_success(&w.message, &m.txid)
         {
-            log::info!("{}: client moved {:?} -> {addr}", s.call_id, s.client);
-            s.client = Some(addr);
+            if s.client.is_some_and(|c| c != m.client) {
+                log::info!("{}: client moved {:?} -> {}", s.call_id, s.client, m.client);
+            }
+            if let Some(old) = s.client.replace(m.client)
+                && old != m.client
+            {
+                s.aliases.push(old);
+            }
+            s.aliases.retain(|a| *a != m.client);
+            s.via = m.via;
             s.pending_move = None;
         }
         let peer = s.client.unwrap_or(w.transport.peer_addr);

@@ -55,6 +55,17 @@ pub struct ClientReport {
 /// Opus's RTP clock: report jitter is in its ticks.
 const OPUS_CLOCK_HZ: f64 = 48_000.0;
 
+/// Where replies go next: a client address and the relay that carried it, from a binding request
+/// the stack has not answered yet. The stack answers only a check carrying the ICE password
+/// (MESSAGE-INTEGRITY), so taking the path when the answer goes out means no one without the
+/// password can redirect a call, whatever addresses or link headers they forge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingMove {
+    pub client: SocketAddr,
+    pub via: Option<(SocketAddr, u32)>,
+    pub txid: [u8; 12],
+}
+
 #[derive(Debug, Default, Clone, Copy, Serialize, serde::Deserialize)]
 pub struct SessionCounters {
     pub packets_in: u64,
@@ -76,11 +87,14 @@ pub struct Session {
     pub client: Option<SocketAddr>,
     /// Where the client first came from: the address the stack knows it by.
     pub canonical: Option<SocketAddr>,
-    /// A new address that sent a binding request, moved to once the stack answers it.
-    pub pending_move: Option<(SocketAddr, [u8; 12])>,
-    /// The relay link address that last delivered a packet of this call; replies go back the
-    /// same way. `None` means the client talks to this socket directly.
+    /// A new return path that sent a binding request, taken once the stack answers it.
+    pub pending_move: Option<PendingMove>,
+    /// The relay link (and its ingress id) replies go back through; `None` means the client
+    /// talks to this socket directly. Like `client`, it changes only through a [`PendingMove`].
     pub via: Option<(SocketAddr, u32)>,
+    /// Addresses besides `client` that this call accepts datagrams from (a NAT rebinding in
+    /// progress), oldest first; bounded so forged checks cannot grow the address index.
+    pub aliases: Vec<SocketAddr>,
     pub state: SessionState,
     pub created: Instant,
     pub connected_at: Option<Instant>,
@@ -142,6 +156,7 @@ impl Session {
             client: None,
             canonical: None,
             pending_move: None,
+            aliases: Vec::new(),
             via: None,
             state: SessionState::Connecting,
             created: now,

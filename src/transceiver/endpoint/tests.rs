@@ -590,6 +590,95 @@ fn closing_the_endpoint_tells_every_client_at_once() {
     net.assert_clean();
 }
 
+/// A STUN binding request naming `username`, without MESSAGE-INTEGRITY: what anyone who saw
+/// the ufrags (they travel in clear in every check) can forge, and no ICE agent accepts.
+fn unauthenticated_check(username: &str) -> Vec<u8> {
+    let name = username.as_bytes();
+    let padded = name.len().div_ceil(4) * 4;
+    let mut m = vec![0x00, 0x01];
+    m.extend_from_slice(&((4 + padded) as u16).to_be_bytes());
+    m.extend_from_slice(&0x2112_A442u32.to_be_bytes());
+    m.extend_from_slice(&[7; 12]);
+    m.extend_from_slice(&0x0006u16.to_be_bytes());
+    m.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    m.extend_from_slice(name);
+    m.resize(20 + 4 + padded, 0);
+    m
+}
+
+fn linked(client: SocketAddr, inner: &[u8]) -> Vec<u8> {
+    let mut buf = vec![0u8; crate::routing::link::LINK_HEADER_LEN];
+    LinkHeader { ingress: 0, client }.write(&mut buf);
+    buf.extend_from_slice(inner);
+    buf
+}
+
+#[test]
+fn forged_link_headers_and_unauthenticated_checks_cannot_redirect_a_call() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    assert!(net.talk(a, 5) >= 4);
+    let client = net.peers[a].0.addr;
+    let server_ufrag = ice_ufrag(&net.peers[a].0.pc.remote_description().unwrap().sdp).to_owned();
+    let client_ufrag = ice_ufrag(&net.peers[a].0.pc.local_description().unwrap().sdp).to_owned();
+    let check = unauthenticated_check(&format!("{server_ufrag}:{client_ufrag}"));
+
+    // From an unrelated socket: a link header naming the real client (media, then a check with
+    // the call's ufrags), and a check claiming a new client address.
+    let forger: SocketAddr = "10.9.9.9:7000".parse().unwrap();
+    let elsewhere: SocketAddr = "203.0.113.66:4444".parse().unwrap();
+    let now = net.now;
+    net.ep.handle_datagram(
+        now,
+        forger,
+        &linked(client, &[0x80, 111, 0, 9, 0, 0, 0, 0, 1, 2, 3, 4]),
+    );
+    net.ep.handle_datagram(now, forger, &linked(client, &check));
+    net.ep
+        .handle_datagram(now, forger, &linked(elsewhere, &check));
+    // And straight at the socket, as a direct client would.
+    net.ep.handle_datagram(now, elsewhere, &check);
+
+    // What the endpoint sends on its own before the client speaks again (RTCP reports, say)
+    // still goes to the relay that carries the call...
+    net.now += Duration::from_secs(6);
+    net.ep.handle_timeout(net.now);
+    let mut sent = 0;
+    while let Some(t) = net.ep.poll_transmit() {
+        sent += 1;
+        assert_eq!(t.to, RELAY_LINK.parse::<SocketAddr>().unwrap());
+        assert_eq!(t.link.map(|h| h.client), Some(client));
+    }
+    assert!(sent > 0, "nothing was due in 6 s");
+    // ...and so does every reply (`exchange` fails on any other link destination); the call
+    // keeps its client, and nothing reached the forged addresses.
+    assert!(
+        net.talk(a, 10) >= 9,
+        "the call still echoes to the real client"
+    );
+    let info = net.ep.list(net.now).into_iter().next().unwrap();
+    assert_eq!(info.client, Some(client));
+    assert_eq!(info.via_relay, Some(RELAY_LINK.parse().unwrap()));
+    assert!(
+        !net.stray.contains(&elsewhere) && !net.stray.contains(&forger),
+        "{:?}",
+        net.stray
+    );
+
+    // Forged checks from many addresses cannot grow the address index without bound.
+    for port in 0..100 {
+        let from = SocketAddr::new("203.0.113.77".parse().unwrap(), 10_000 + port);
+        net.ep.handle_datagram(net.now, from, &check);
+    }
+    assert!(
+        net.ep.stats().addr_index <= 1 + super::MAX_ALIASES,
+        "{:?}",
+        net.ep.stats()
+    );
+    assert!(net.talk(a, 10) >= 9);
+}
+
 /// What the endpoint costs per media datagram, measured in memory: 20 relayed calls echo
 /// 20 ms frames and only the endpoint's own work (input, timers, output) is timed. Not a pass/fail
 /// test; run it to compare two revisions:
