@@ -70,6 +70,10 @@ pub struct AllInOneConfig {
     /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.
     #[arg(long, env = "VOICE_EDGE_REQUIRE_KEYS")]
     pub require_keys: bool,
+    /// Token /metrics and /admin/* require (Authorization: Bearer); without one they serve
+    /// loopback peers only, and never a web page of another origin.
+    #[arg(long, env = "VOICE_EDGE_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
     /// A server API key (repeatable); it may mint ephemeral keys and place calls.
     #[arg(long = "api-key", env = "VOICE_EDGE_API_KEYS", value_delimiter = ',')]
     pub api_keys: Vec<String>,
@@ -293,6 +297,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let media = start_media(&cfg, &plans, &keys, flow_cache)?;
     let signaling = Signaling::new(media.views, stats(&media.relays, redis_addr.as_deref()))
         .with_admin(admin_actions(&media.relays, &media.transceivers))
+        .with_admin_token(cfg.admin_token.clone())
         .with_keys(crate::signaling::keys::Keys::new(
             cfg.require_keys,
             cfg.api_keys.clone(),
@@ -580,6 +585,21 @@ fn admin_actions(relays: &[Arc<RelaySlot>], transceivers: &[TransceiverHandle]) 
             }
             Ok(json!({"draining": id, "transceivers": n}))
         }
+        // Put a drained transceiver back into placement.
+        a if a.starts_with("undrain-transceiver:") => {
+            let id: u16 = a["undrain-transceiver:".len()..]
+                .parse()
+                .map_err(|_| format!("bad transceiver id in {a:?}"))?;
+            let mut n = 0;
+            for t in transceivers.iter().filter(|t| t.id == id) {
+                t.undrain();
+                n += 1;
+            }
+            if n == 0 {
+                return Err(format!("no transceiver {id}"));
+            }
+            Ok(json!({"undrained": id, "transceivers": n}))
+        }
         other => Err(format!("unknown admin action {other:?}")),
     })
 }
@@ -652,11 +672,16 @@ async fn serve_http(addr: SocketAddr, signaling: Signaling) -> anyhow::Result<Ht
     let url = format!("http://{}/", media_address::reachable(addr));
     let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
     let server = tokio::spawn(async move {
-        let r = axum::serve(listener, signaling.router())
-            .with_graceful_shutdown(async move {
-                let _ = shutdown_rx.wait_for(|v| *v).await;
-            })
-            .await;
+        let r = axum::serve(
+            listener,
+            signaling
+                .router()
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(async move {
+            let _ = shutdown_rx.wait_for(|v| *v).await;
+        })
+        .await;
         if let Err(e) = r {
             log::error!("http server: {e}");
         }

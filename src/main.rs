@@ -101,6 +101,10 @@ struct SignalingArgs {
     /// The admin listener (/admin/stats, /admin/calls); keep it private.
     #[arg(long, env = "VOICE_EDGE_ADMIN", default_value = "127.0.0.1:8081")]
     admin: SocketAddr,
+    /// Token admin requests must bring (Authorization: Bearer); required when --admin is not
+    /// loopback. Without one, admin serves loopback peers only.
+    #[arg(long, env = "VOICE_EDGE_ADMIN_TOKEN", hide_env_values = true)]
+    admin_token: Option<String>,
     /// Redis with the transceivers' membership: redis://[:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: String,
@@ -491,6 +495,7 @@ fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
         let running = signaling::start(SignalingRoleConfig {
             http: a.http,
             admin: Some(a.admin),
+            admin_token: a.admin_token,
             redis_url: voice_edge::cache::parse_redis_url(&a.redis_url)
                 .map_err(anyhow::Error::msg)?,
             cluster_secret: a.cluster_secret,

@@ -172,3 +172,86 @@ async fn required_keys_client_secrets_and_multipart_offers() {
     assert_eq!(sessions(&server).await, 1);
     server.shutdown().await;
 }
+
+/// Admin is the operator's: a web page of another origin (or one that rebinds its DNS name to
+/// 127.0.0.1) cannot drain a transceiver or restart the relay through a developer's browser,
+/// and admin answers carry no CORS grant; the public API keeps its CORS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_refuses_web_pages_and_undoes_a_drain() {
+    let server = start(AllInOneConfig::default()).await;
+    let a = server.http_addr;
+    let drain = "/admin/actions/drain-transceiver:1";
+    for headers in [
+        &[("Origin", "https://evil.example")][..],
+        &[("Origin", "null")][..],
+        &[("Sec-Fetch-Site", "cross-site")][..],
+        &[
+            ("Host", "evil.example:8080"),
+            ("Origin", "http://evil.example:8080"),
+        ][..],
+        &[("Host", "evil.example:8080")][..],
+    ] {
+        let r = common::http_with_headers("POST", a, drain, headers).await;
+        assert_eq!(r.status, 403, "{headers:?}: {}", r.body);
+        assert_eq!(error_code(&r.body), "admin_forbidden");
+        assert!(
+            !r.headers.contains_key("access-control-allow-origin"),
+            "{headers:?}"
+        );
+    }
+    assert!(
+        server.transceivers.iter().all(|t| !t.is_draining()),
+        "a refused request drained a transceiver"
+    );
+    // The public API still answers browsers of any origin.
+    let pre = common::http_with_headers(
+        "OPTIONS",
+        a,
+        "/v1/realtime/calls",
+        &[
+            ("Origin", "https://app.example"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+    )
+    .await;
+    assert_eq!(
+        pre.headers
+            .get("access-control-allow-origin")
+            .map(String::as_str),
+        Some("*")
+    );
+
+    // The operator on this machine drains, then undoes it.
+    let r = common::http_with_headers("POST", a, drain, &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(server.transceivers.iter().any(|t| t.is_draining()));
+    let r = common::http_with_headers("POST", a, "/admin/actions/undrain-transceiver:1", &[]).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(server.transceivers.iter().all(|t| !t.is_draining()));
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_token_is_required_once_set() {
+    let server = start(AllInOneConfig {
+        admin_token: Some("op-token-0123456789".into()),
+        ..Default::default()
+    })
+    .await;
+    let a = server.http_addr;
+    let r = common::http_with_headers("GET", a, "/admin/stats", &[]).await;
+    assert_eq!(r.status, 401, "{}", r.body);
+    assert_eq!(error_code(&r.body), "admin_unauthorized");
+    let r = common::http_with_headers(
+        "GET",
+        a,
+        "/admin/stats",
+        &[("Authorization", "Bearer op-token-0123456789")],
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let r =
+        common::http_with_headers("GET", a, "/metrics", &[("Authorization", "Bearer nope")]).await;
+    assert_eq!(r.status, 401);
+    server.shutdown().await;
+}

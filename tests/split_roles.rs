@@ -107,6 +107,7 @@ async fn start_cluster() -> Cluster {
         cluster_secret: SECRET.into(),
         require_keys: false,
         api_keys: vec![],
+        admin_token: None,
         refresh: Duration::from_millis(100),
     })
     .await

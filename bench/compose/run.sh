@@ -21,6 +21,7 @@ done
 BIN=target/release/voice-edge
 [ -x "$BIN" ] || { echo "build it first: cargo build --release" >&2; exit 1; }
 if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
+export VOICE_EDGE_ADMIN_TOKEN="${VOICE_EDGE_ADMIN_TOKEN:-local-dev-admin-token}"
 PROJECT="vebench$$"
 dc() { "${COMPOSE[@]}" -p "$PROJECT" -f compose.yaml "$@"; }
 OUT=$(mktemp -d)
@@ -38,7 +39,7 @@ for url in http://127.0.0.1:8080/health http://127.0.0.1:18080/health; do
   for _ in $(seq 1 100); do curl -fsS --max-time 1 "$url" >/dev/null 2>&1 && break; sleep 0.2; done
 done
 for _ in $(seq 1 60); do
-  n=$(curl -fsS http://127.0.0.1:8081/admin/stats 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["transceivers"]))' 2>/dev/null || echo 0)
+  n=$(curl -fsS -H "Authorization: Bearer $VOICE_EDGE_ADMIN_TOKEN" http://127.0.0.1:8081/admin/stats 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["transceivers"]))' 2>/dev/null || echo 0)
   [ "$n" = 2 ] && break; sleep 0.5
 done
 

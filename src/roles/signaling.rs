@@ -19,6 +19,8 @@ pub struct SignalingRoleConfig {
     pub http: SocketAddr,
     /// `/admin/*` (and everything else); `None` serves no admin endpoints.
     pub admin: Option<SocketAddr>,
+    /// Required when `admin` is not loopback (see `signaling::AdminAccess`).
+    pub admin_token: Option<String>,
     pub redis_url: String,
     pub cluster_secret: String,
     pub require_keys: bool,
@@ -46,18 +48,31 @@ pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling>
     };
     let redis = crate::cache::redact_redis_url(&cfg.redis_url);
     let stats = Arc::new(move || json!({"role": "signaling", "membership": {"redis": redis}}));
+    if let Some(a) = cfg.admin
+        && !a.ip().is_loopback()
+        && cfg.admin_token.is_none()
+    {
+        anyhow::bail!(
+            "the admin listener {a} is not loopback: set an admin token (--admin-token / \
+             VOICE_EDGE_ADMIN_TOKEN) or bind it to 127.0.0.1"
+        );
+    }
     let signaling = Signaling::with_directory(directory.clone(), stats)
+        .with_admin_token(cfg.admin_token.clone())
         .with_keys(Keys::new(cfg.require_keys, cfg.api_keys.clone()));
     let (shutdown, rx) = tokio::sync::watch::channel(false);
     let mut servers = vec![];
     let serve = |listener: tokio::net::TcpListener, router: axum::Router| {
         let mut rx = rx.clone();
         tokio::spawn(async move {
-            let r = axum::serve(listener, router)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|v| *v).await;
-                })
-                .await;
+            let r = axum::serve(
+                listener,
+                router.into_make_service_with_connect_info::<SocketAddr>(),
+            )
+            .with_graceful_shutdown(async move {
+                let _ = rx.wait_for(|v| *v).await;
+            })
+            .await;
             if let Err(e) = r {
                 log::error!("http server: {e}");
             }

@@ -65,7 +65,9 @@ impl Keys {
     }
 
     fn is_server_key(&self, key: &str) -> bool {
-        self.server_keys.iter().any(|k| k == key)
+        self.server_keys
+            .iter()
+            .any(|k| super::admin_access::same_secret(k.as_bytes(), key.as_bytes()))
     }
 
     /// Checks a `/calls` request's key. Returns the ephemeral key's session, if one was used.

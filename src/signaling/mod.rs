@@ -10,6 +10,7 @@
 //! shape.
 
 mod admin;
+mod admin_access;
 mod calls;
 mod errors;
 pub mod keys;
@@ -17,6 +18,7 @@ mod placement;
 mod web;
 
 pub use admin::{AdminAction, StatsFn};
+pub use admin_access::AdminAccess;
 pub use errors::ApiError;
 
 use std::net::SocketAddr;
@@ -66,6 +68,7 @@ pub struct Signaling {
     placement: Arc<Mutex<()>>,
     stats: StatsFn,
     admin: Option<AdminAction>,
+    admin_access: AdminAccess,
     keys: Arc<keys::Keys>,
     counters: Arc<CallCounters>,
 }
@@ -91,6 +94,7 @@ impl Signaling {
             placement: Arc::new(Mutex::new(())),
             stats,
             admin: None,
+            admin_access: AdminAccess::default(),
             keys: Arc::new(keys::Keys::open()),
             counters: Arc::default(),
         }
@@ -103,6 +107,15 @@ impl Signaling {
 
     pub fn with_admin(mut self, admin: AdminAction) -> Self {
         self.admin = Some(admin);
+        self
+    }
+
+    /// Require `Authorization: Bearer <token>` on `/metrics` and `/admin/*` (see
+    /// [`admin_access`]); without one they serve loopback only.
+    pub fn with_admin_token(mut self, token: Option<String>) -> Self {
+        self.admin_access = AdminAccess {
+            token: token.map(Into::into),
+        };
         self
     }
 
@@ -134,23 +147,31 @@ impl Signaling {
                 HeaderName::from_static("x-voice-edge-transceiver"),
                 HeaderName::from_static("x-voice-edge-worker"),
             ]);
-        let mut router = Router::new()
+        let public = Router::new()
             .route("/v1/realtime/calls", post(calls::create_call))
             .route("/v1/realtime/calls/{id}", patch(calls::renegotiate))
             .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
             .route("/v1/realtime/client_secrets", post(client_secrets))
-            .route("/health", get(|| async { "ok\n" }));
-        if admin {
-            router = router
+            .route("/health", get(|| async { "ok\n" }))
+            .fallback(get(web::serve))
+            .layer(cors);
+        let router = if admin {
+            // No CORS here, and the guard refuses web pages: admin is for the operator.
+            let admin = Router::new()
                 .route("/metrics", get(admin::metrics))
                 .route("/admin/stats", get(admin::stats))
                 .route("/admin/calls", get(admin::live_calls))
-                .route("/admin/actions/{name}", post(admin::action));
-        }
+                .route("/admin/actions/{name}", post(admin::action))
+                .route_layer(axum::middleware::from_fn_with_state(
+                    self.admin_access.clone(),
+                    admin_access::guard,
+                ));
+            public.merge(admin)
+        } else {
+            public
+        };
         router
-            .fallback(get(web::serve))
             .layer(DefaultBodyLimit::max(MAX_OFFER_BYTES))
-            .layer(cors)
             .with_state(self)
     }
 }

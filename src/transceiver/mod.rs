@@ -371,6 +371,12 @@ impl TransceiverHandle {
         self.draining.store(true, Ordering::Relaxed);
     }
 
+    /// Back into placement after [`Self::drain`] (an operator's undo; a stopping process never
+    /// undrains).
+    pub fn undrain(&self) {
+        self.draining.store(false, Ordering::Relaxed);
+    }
+
     pub fn live_calls(&self) -> usize {
         self.workers
             .iter()

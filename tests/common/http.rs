@@ -18,11 +18,22 @@ pub async fn http_post(
     content_type: &str,
     body: &[u8],
 ) -> HttpResponse {
-    http_request("POST", addr, path, content_type, body, None).await
+    http_request("POST", addr, path, content_type, body, None, &[]).await
 }
 
 pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
-    http_request("GET", addr, path, "text/plain", b"", None).await
+    http_request("GET", addr, path, "text/plain", b"", None, &[]).await
+}
+
+/// A body-less request with extra headers (`Host` among them replaces the default), as a
+/// browser or a forger would send it.
+pub async fn http_with_headers(
+    method: &str,
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> HttpResponse {
+    http_request(method, addr, path, "text/plain", b"", None, headers).await
 }
 
 pub async fn http_patch(
@@ -31,7 +42,7 @@ pub async fn http_patch(
     content_type: &str,
     body: &[u8],
 ) -> HttpResponse {
-    http_request("PATCH", addr, path, content_type, body, None).await
+    http_request("PATCH", addr, path, content_type, body, None, &[]).await
 }
 
 pub async fn http_post_auth(
@@ -41,7 +52,7 @@ pub async fn http_post_auth(
     body: &[u8],
     key: &str,
 ) -> HttpResponse {
-    http_request("POST", addr, path, content_type, body, Some(key)).await
+    http_request("POST", addr, path, content_type, body, Some(key), &[]).await
 }
 
 async fn http_request(
@@ -51,6 +62,7 @@ async fn http_request(
     content_type: &str,
     body: &[u8],
     key: Option<&str>,
+    extra: &[(&str, &str)],
 ) -> HttpResponse {
     let mut s = tokio::net::TcpStream::connect(addr)
         .await
@@ -58,8 +70,17 @@ async fn http_request(
     let auth = key
         .map(|k| format!("Authorization: Bearer {k}\r\n"))
         .unwrap_or_default();
+    let host = extra
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("host"))
+        .map_or_else(|| addr.to_string(), |(_, v)| v.to_string());
+    let more: String = extra
+        .iter()
+        .filter(|(k, _)| !k.eq_ignore_ascii_case("host"))
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     let head = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        "{method} {path} HTTP/1.1\r\nHost: {host}\r\n{auth}{more}Content-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
     );
     s.write_all(head.as_bytes()).await.unwrap();

@@ -32,6 +32,8 @@ if ! docker info >/dev/null 2>&1; then
 fi
 if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
 dc() { "${COMPOSE[@]}" -p "$PROJECT" -f compose.yaml "$@"; }
+# A fresh admin token per run (compose.yaml passes it to signaling; admin() sends it).
+export VOICE_EDGE_ADMIN_TOKEN="${VOICE_EDGE_ADMIN_TOKEN:-test-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d " \n")}"
 
 missing=()
 for img in debian:bookworm-slim rust:1-bookworm redis:7-bookworm; do
@@ -67,7 +69,7 @@ size=$(docker image inspect voice-edge:local --format '{{.Size}}')
 log "build: ${build_s} s (layer cache as it was); image voice-edge:local $((size / 1000000)) MB"
 
 # ---- helpers --------------------------------------------------------------------------------------------
-admin() { curl -fsS --max-time 3 "http://127.0.0.1:8081$1"; }
+admin() { curl -fsS --max-time 3 -H "Authorization: Bearer $VOICE_EDGE_ADMIN_TOKEN" "http://127.0.0.1:8081$1"; }
 members() { admin /admin/stats 2>/dev/null | python3 -c 'import json,sys; print(len(json.load(sys.stdin)["transceivers"]))' 2>/dev/null || echo 0; }
 wait_members() { # wait_members N SECONDS
   local deadline=$((SECONDS + $2))
