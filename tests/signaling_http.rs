@@ -255,3 +255,100 @@ async fn an_admin_token_is_required_once_set() {
     assert_eq!(r.status, 401);
     server.shutdown().await;
 }
+
+/// With keys required a call belongs to whoever created it: another client's ephemeral key
+/// cannot hang it up or renegotiate it (the call lives on), the creating key and server keys
+/// can, and one ephemeral key places a bounded number of calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_creating_key_or_a_server_key_may_end_a_call() {
+    let server = start(AllInOneConfig {
+        require_keys: true,
+        api_keys: vec!["sk-test".into()],
+        ..Default::default()
+    })
+    .await;
+    let h = server.http_addr;
+    let mint = || async {
+        let r = common::http_post_auth(
+            h,
+            "/v1/realtime/client_secrets",
+            "application/json",
+            b"{}",
+            "sk-test",
+        )
+        .await;
+        let v: Value = serde_json::from_str(&r.body).unwrap();
+        v["value"].as_str().unwrap().to_owned()
+    };
+    let (mine, theirs) = (mint().await, mint().await);
+    let mut c = Client::call_multipart(h, "/v1/realtime/calls?model=loopback", &mine).await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    let id = c.response.headers["location"]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let hangup = format!("/v1/realtime/calls/{id}/hangup");
+
+    let r = http_post(h, &hangup, "application/json", b"").await;
+    assert_eq!(
+        (r.status, error_code(&r.body).as_str()),
+        (401, "invalid_api_key")
+    );
+    let r = common::http_post_auth(h, &hangup, "application/json", b"", &theirs).await;
+    assert_eq!(
+        (r.status, error_code(&r.body).as_str()),
+        (403, "call_forbidden")
+    );
+    let r = common::http_post_auth(h, &hangup, "application/json", b"", "sk-wrong").await;
+    assert_eq!(r.status, 401);
+    let r = common::http_with_headers(
+        "PATCH",
+        h,
+        &format!("/v1/realtime/calls/{id}"),
+        &[("Authorization", &format!("Bearer {theirs}"))],
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(
+        c.echo_round(0x51, 10).await >= 9,
+        "the call did not survive"
+    );
+
+    let r = common::http_post_auth(h, &hangup, "application/json", b"", &mine).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+
+    // The same ephemeral key: two more calls, then no more.
+    let mut more = vec![];
+    for _ in 1..voice_edge::signaling::keys::CALLS_PER_EPHEMERAL {
+        more.push(Client::call_multipart(h, "/v1/realtime/calls?model=loopback", &mine).await);
+    }
+    let r = common::http_post_auth(
+        h,
+        "/v1/realtime/calls",
+        "application/sdp",
+        b"v=0\r\n",
+        &mine,
+    )
+    .await;
+    assert_eq!(
+        (r.status, error_code(&r.body).as_str()),
+        (429, "ephemeral_key_exhausted")
+    );
+    // A server key may end any call.
+    let other = more[0].response.headers["location"]
+        .rsplit('/')
+        .next()
+        .unwrap()
+        .to_owned();
+    let r = common::http_post_auth(
+        h,
+        &format!("/v1/realtime/calls/{other}/hangup"),
+        "application/json",
+        b"",
+        "sk-test",
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    server.shutdown().await;
+}

@@ -126,10 +126,9 @@ pub(super) async fn create_call(
     Query(q): Query<CallQuery>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let key_session = sig
-        .keys
-        .check_call(bearer(req.headers()))
-        .map_err(key_error)?;
+    let key = bearer(req.headers()).map(str::to_owned);
+    let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
+    sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
     let (offer, session) = read_offer(req).await?;
     check_offer(&offer)?;
     // The stub: the call's own session config first, then the key's, then `?model=`.
@@ -154,6 +153,7 @@ pub(super) async fn create_call(
         .inspect_err(|_| count(&sig.counters.failed))
         .map_err(call_error)?;
     count(&sig.counters.created);
+    sig.keys.record_owner(&created.call_id, key.as_deref());
 
     let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
     let h = resp.headers_mut();
@@ -221,7 +221,12 @@ impl Signaling {
 pub(super) async fn hangup(
     State(sig): State<Signaling>,
     Path(id): Path<String>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    // Authorized before the call is looked up: a stranger learns nothing about which ids live.
+    sig.keys
+        .check_owner(bearer(&headers), &id)
+        .map_err(key_error)?;
     let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
     if t.hangup(id.clone()).await.map_err(call_error)? {
         Ok(StatusCode::OK.into_response())
@@ -240,6 +245,9 @@ pub(super) async fn renegotiate(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    sig.keys
+        .check_owner(bearer(req.headers()), &id)
+        .map_err(key_error)?;
     let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
     let (offer, _) = read_offer(req).await?;
     check_offer(&offer)?;

@@ -11,11 +11,20 @@ use serde_json::{Value, json};
 
 /// Ephemeral keys kept at most; expired ones are pruned on every mint.
 const MAX_EPHEMERAL: usize = 100_000;
+/// Calls one ephemeral key may place: a client secret is one client's, for its session and a
+/// retry or two, not a general credential (OpenAI's are short-lived per-session secrets too).
+pub const CALLS_PER_EPHEMERAL: u32 = 3;
+/// Calls whose creating key is remembered at most; expired entries are pruned on every record.
+const MAX_OWNED_CALLS: usize = 100_000;
+/// How long a call's creating key may act on it (a call outlives its ephemeral key).
+const OWNER_TTL_SECS: u64 = 4 * 3600;
 
 pub struct Keys {
     pub require: bool,
     server_keys: Vec<String>,
     ephemeral: Mutex<HashMap<String, Ephemeral>>,
+    /// Call id → (the ephemeral key that created it, until when it may act on the call).
+    owners: Mutex<HashMap<String, (String, u64)>>,
 }
 
 #[derive(Clone)]
@@ -23,6 +32,8 @@ pub struct Ephemeral {
     pub expires_at: u64,
     /// The session config attached at mint time (its `model` picks the stub).
     pub session: Value,
+    /// Calls placed with it so far.
+    pub calls: u32,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -30,6 +41,10 @@ pub enum KeyError {
     Missing,
     Invalid,
     Expired,
+    /// An ephemeral key that placed its [`CALLS_PER_EPHEMERAL`] calls.
+    Exhausted,
+    /// A valid key, but not a server key nor the one that created this call.
+    NotOwner,
 }
 
 impl KeyError {
@@ -40,6 +55,12 @@ impl KeyError {
             }
             KeyError::Invalid => "invalid API key",
             KeyError::Expired => "the ephemeral key has expired; mint a new one",
+            KeyError::Exhausted => {
+                "this ephemeral key has placed all the calls it may; mint a new one per session"
+            }
+            KeyError::NotOwner => {
+                "this key did not create the call: use a server key or the key that created it"
+            }
         }
     }
 }
@@ -57,6 +78,7 @@ impl Keys {
             require,
             server_keys,
             ephemeral: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
         }
     }
 
@@ -86,6 +108,69 @@ impl Keys {
             Some(k) if self.is_server_key(k) => Ok(None),
             Some(_) if found.is_some() => Err(KeyError::Expired),
             Some(_) => Err(KeyError::Invalid),
+        }
+    }
+
+    /// With keys required, counts a call against the ephemeral key placing it (after
+    /// [`Self::check_call`] accepted it); refuses one beyond [`CALLS_PER_EPHEMERAL`].
+    pub fn claim_call(&self, bearer: Option<&str>) -> Result<(), KeyError> {
+        let Some(k) = bearer.filter(|k| self.require && k.starts_with("ek_")) else {
+            return Ok(());
+        };
+        let mut map = self.ephemeral.lock().unwrap();
+        let Some(e) = map.get_mut(k) else {
+            return Ok(());
+        };
+        if e.calls >= CALLS_PER_EPHEMERAL {
+            return Err(KeyError::Exhausted);
+        }
+        e.calls += 1;
+        Ok(())
+    }
+
+    /// Remembers that `bearer`, an ephemeral key, created `call_id`, so it may hang up or
+    /// renegotiate that call (and no other). Server keys need no record: they may act on any.
+    pub fn record_owner(&self, call_id: &str, bearer: Option<&str>) {
+        let Some(k) = bearer.filter(|k| self.require && k.starts_with("ek_")) else {
+            return;
+        };
+        let now = now_secs();
+        let mut owners = self.owners.lock().unwrap();
+        if owners.len() >= MAX_OWNED_CALLS {
+            owners.retain(|_, (_, until)| *until > now);
+        }
+        if owners.len() < MAX_OWNED_CALLS {
+            owners.insert(call_id.to_owned(), (k.to_owned(), now + OWNER_TTL_SECS));
+        }
+    }
+
+    /// Whether `bearer` may act on `call_id` (hang up, renegotiate): with keys required, a
+    /// server key or the ephemeral key that created the call.
+    pub fn check_owner(&self, bearer: Option<&str>, call_id: &str) -> Result<(), KeyError> {
+        if !self.require {
+            return Ok(());
+        }
+        let Some(k) = bearer else {
+            return Err(KeyError::Missing);
+        };
+        if self.is_server_key(k) {
+            return Ok(());
+        }
+        let owned = self
+            .owners
+            .lock()
+            .unwrap()
+            .get(call_id)
+            .is_some_and(|(owner, until)| {
+                *until > now_secs()
+                    && super::admin_access::same_secret(owner.as_bytes(), k.as_bytes())
+            });
+        if owned {
+            Ok(())
+        } else if self.ephemeral(k).is_some() {
+            Err(KeyError::NotOwner)
+        } else {
+            Err(KeyError::Invalid)
         }
     }
 
@@ -160,6 +245,7 @@ impl Keys {
             Ephemeral {
                 expires_at,
                 session: session.clone(),
+                calls: 0,
             },
         );
         Ok(json!({"value": value, "expires_at": expires_at, "session": session}))

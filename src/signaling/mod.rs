@@ -186,10 +186,15 @@ fn bearer(headers: &HeaderMap) -> Option<&str> {
 }
 
 fn key_error(e: keys::KeyError) -> ApiError {
+    let (status, code) = match e {
+        keys::KeyError::Exhausted => (StatusCode::TOO_MANY_REQUESTS, "ephemeral_key_exhausted"),
+        keys::KeyError::NotOwner => (StatusCode::FORBIDDEN, "call_forbidden"),
+        _ => (StatusCode::UNAUTHORIZED, "invalid_api_key"),
+    };
     ApiError {
-        status: StatusCode::UNAUTHORIZED,
+        status,
         kind: "invalid_request_error",
-        code: "invalid_api_key",
+        code,
         message: e.message().to_owned(),
     }
 }
