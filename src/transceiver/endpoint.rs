@@ -551,11 +551,9 @@ fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
     pkt.len() >= 20 && pkt[0] == 0x01 && pkt[1] == 0x01 && &pkt[8..20] == txid
 }
 
-/// Sends what the session queued: wrapped in the link header back to the relay it came
-/// through, or bare to a direct client. Send errors are dropped like any UDP loss.
 /// Queues what the session wrote: wrapped in the link header back to the relay it came
-/// through, or bare to a direct client. Where it goes moves to a new client address only once
-/// the stack has answered an authenticated binding request from there.
+/// through, or bare to a direct client. The return path (client address and relay) moves only
+/// when the stack answers the authenticated binding request that proposed it.
 fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
     while let Some(w) = s.pc.poll_write() {
         if let Some(m) = s.pending_move
