@@ -29,6 +29,8 @@ use voice_edge::membership::registry::{self, MemberRecord};
 
 const BIN: &str = env!("CARGO_BIN_EXE_voice-edge");
 const CLUSTER_SECRET: &str = "multi-host-cluster-secret";
+/// Signaling's admin listener is not loopback here, so it needs a token (every GET sends it).
+const ADMIN_TOKEN: &str = "multi-host-admin-token";
 const ROUTE_SECRET: &str = "8899aabbccddeeff0011223344556677";
 /// The hosts' /24. Every namespace (and so every address) is private to one run, so parallel
 /// runs cannot clash; it is still chosen to be unlikely on a real network.
@@ -269,7 +271,7 @@ fn http_get(addr: SocketAddr, path: &str) -> Result<(u16, String), String> {
     s.set_write_timeout(Some(Duration::from_secs(5))).ok();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {ADMIN_TOKEN}\r\nConnection: close\r\n\r\n"
     )
     .map_err(|e| format!("write to {addr}: {e}"))?;
     let mut raw = vec![];
@@ -846,6 +848,8 @@ fn split_roles_on_separate_hosts_place_spread_and_survive_a_dead_transceiver() {
             &http,
             "--admin",
             &admin,
+            "--admin-token",
+            ADMIN_TOKEN,
             "--redis-url",
             &url,
             "--cluster-secret",
