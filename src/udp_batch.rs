@@ -40,6 +40,8 @@ pub struct RecvBatch {
     hdrs: Box<[libc::mmsghdr]>,
     /// Bytes received into each slot by the last [`RecvBatch::recv`].
     lens: [usize; BATCH],
+    /// Whether the kernel cut that datagram to fit its slot (MSG_TRUNC).
+    truncated: [bool; BATCH],
     /// Offset into each slot where received data is written (room for a header in front).
     headroom: usize,
 }
@@ -60,6 +62,7 @@ impl RecvBatch {
             addrs: zeroed_slots(BATCH),
             hdrs: zeroed_slots(BATCH),
             lens: [0; BATCH],
+            truncated: [false; BATCH],
             headroom,
         };
         for i in 0..BATCH {
@@ -101,6 +104,13 @@ impl RecvBatch {
         &self.bufs[start..start + self.lens[i]]
     }
 
+    /// Whether the datagram in slot `i` was larger than the slot and arrived cut short; such a
+    /// datagram must be dropped, not handled.
+    #[inline]
+    pub fn truncated(&self, i: usize) -> bool {
+        self.truncated[i]
+    }
+
     /// Who sent the datagram in slot `i`.
     #[inline]
     pub fn addr(&self, i: usize) -> Option<SocketAddr> {
@@ -133,6 +143,7 @@ impl RecvBatch {
         let n = n as usize;
         for i in 0..n {
             self.lens[i] = self.hdrs[i].msg_len as usize;
+            self.truncated[i] = self.hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
         }
         Ok(n)
     }
@@ -425,6 +436,20 @@ mod tests {
         let mut out = RecvBatch::new(0);
         assert_eq!(out.recv(d.as_raw_fd()).unwrap(), 1);
         assert_eq!(out.received(0), b"LINKpayload");
+    }
+
+    #[test]
+    fn a_datagram_larger_than_its_slot_is_marked_truncated() {
+        let (a, b) = pair();
+        let to = b.local_addr().unwrap();
+        a.send_to(&vec![1u8; SLOT], to).unwrap();
+        a.send_to(&[2u8; 100], to).unwrap();
+        wait_readable();
+        let mut batch = RecvBatch::new(26);
+        assert_eq!(batch.recv(b.as_raw_fd()).unwrap(), 2);
+        assert!(batch.truncated(0));
+        assert!(!batch.truncated(1));
+        assert_eq!(batch.received(1), &[2u8; 100][..]);
     }
 
     #[test]

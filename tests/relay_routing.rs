@@ -170,15 +170,30 @@ fn a_valid_route_creates_a_flow_both_directions_work() {
     let intruder = UdpSocket::bind("127.0.0.1:0").unwrap();
     intruder.send_to(&reply, f.relay.link_addr).unwrap();
     assert!(recv(&f.client).is_none());
+
+    // A datagram of the flow too large for a receive slot is dropped whole and counted, never
+    // forwarded cut short; so is one from the transceiver.
+    f.client
+        .send_to(&[0x17; 4000], f.relay.public_addr)
+        .unwrap();
+    assert!(
+        recv(&f.sink).is_none(),
+        "an oversize datagram was forwarded"
+    );
+    let mut big = reply[..LINK_HEADER_LEN].to_vec();
+    big.resize(4000, 0x17);
+    f.sink.send_to(&big, f.relay.link_addr).unwrap();
+    assert!(recv(&f.client).is_none(), "an oversize reply was forwarded");
     let c = f.relay.counters();
     assert_eq!(
         (
             c.flows_created,
             c.forwarded_in,
             c.forwarded_out,
-            c.dropped_bad_link
+            c.dropped_bad_link,
+            c.dropped_oversize
         ),
-        (1, 2, 1, 1),
+        (1, 2, 1, 1, 2),
         "{c:?}"
     );
     f.relay.stop();

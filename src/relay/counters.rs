@@ -61,6 +61,9 @@ counters! {
     dropped_table_full,
     /// A datagram on the link socket from a non-member, or without a valid link header.
     dropped_bad_link,
+    /// A datagram larger than a receive slot (2,048 bytes less the header room): dropped whole
+    /// rather than forwarded cut short.
+    dropped_oversize,
     /// Flow-cache lookups started for unknown sources.
     cache_lookups,
     /// Flow records or lookups that could not be queued for the cache thread.

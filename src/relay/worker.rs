@@ -182,6 +182,10 @@ impl Worker {
         to_link: &mut SendBatch,
     ) {
         let Some(client) = b.addr(i) else { return };
+        if b.truncated(i) {
+            Counters::inc(&self.counters.dropped_oversize);
+            return;
+        }
         let n = b.len(i);
         let Some(owner) = self.route(client, b.received(i), now) else {
             return;
@@ -207,6 +211,10 @@ impl Worker {
         to_public: &mut SendBatch,
     ) {
         let Some(from) = b.addr(i) else { return };
+        if b.truncated(i) {
+            Counters::inc(&self.counters.dropped_oversize);
+            return;
+        }
         let n = b.len(i);
         let Ok((h, _)) = LinkHeader::parse(b.received(i)) else {
             Counters::inc(&self.counters.dropped_bad_link);
