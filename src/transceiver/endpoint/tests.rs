@@ -679,6 +679,44 @@ fn forged_link_headers_and_unauthenticated_checks_cannot_redirect_a_call() {
     assert!(net.talk(a, 10) >= 9);
 }
 
+#[test]
+fn an_offer_full_of_mdns_candidates_sends_nothing_and_still_connects() {
+    let mut net = Net::new();
+    let (mut peer, offer) = Peer::new(net.now, "198.51.100.7:50000");
+    // What a hostile (or just chatty) offer can carry: a thousand mDNS host candidates.
+    let mut sdp = String::new();
+    for line in offer.split_inclusive('\n') {
+        sdp.push_str(line);
+        if line.starts_with("a=ice-pwd") {
+            for i in 0..1000 {
+                sdp.push_str(&format!(
+                    "a=candidate:{i} 1 udp 2122260223 {:08x}-0000-4000-8000-000000000000.local {} typ host\r\n",
+                    i,
+                    40000 + i
+                ));
+            }
+        }
+    }
+    let created = net.ep.create_call(net.now, sdp, "loopback".into()).unwrap();
+    for _ in 0..20 {
+        net.now += Duration::from_millis(100);
+        net.ep.handle_timeout(net.now);
+    }
+    let mut sent = 0;
+    while net.ep.poll_transmit().is_some() {
+        sent += 1;
+    }
+    assert_eq!(
+        sent, 0,
+        "the endpoint sent {sent} datagrams before any client check"
+    );
+    // The real client still connects: an ICE-lite agent needs none of those candidates.
+    peer.answer(net.now, created.answer_sdp);
+    net.peers.push((peer, Path::Relay, created.call_id));
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[0].0.connected));
+    assert!(net.talk(0, 10) >= 9);
+}
+
 /// What the endpoint costs per media datagram, measured in memory: 20 relayed calls echo
 /// 20 ms frames and only the endpoint's own work (input, timers, output) is timed. Not a pass/fail
 /// test; run it to compare two revisions:
