@@ -570,38 +570,40 @@ fn admin_actions(relays: &[Arc<RelaySlot>], transceivers: &[TransceiverHandle]) 
             r.restart().map_err(|e| e.to_string())?;
             Ok(json!({"restarted": name}))
         }
-        // Take a transceiver out of placement (what SIGTERM does to all of them).
+        // Take a transceiver out of placement (what SIGTERM does to all of them), or put it back.
         a if a.starts_with("drain-transceiver:") => {
-            let id: u16 = a["drain-transceiver:".len()..]
-                .parse()
-                .map_err(|_| format!("bad transceiver id in {a:?}"))?;
-            let mut n = 0;
-            for t in transceivers.iter().filter(|t| t.id == id) {
-                t.drain();
-                n += 1;
-            }
-            if n == 0 {
-                return Err(format!("no transceiver {id}"));
-            }
-            Ok(json!({"draining": id, "transceivers": n}))
+            set_draining(&transceivers, &a["drain-transceiver:".len()..], true)
         }
-        // Put a drained transceiver back into placement.
         a if a.starts_with("undrain-transceiver:") => {
-            let id: u16 = a["undrain-transceiver:".len()..]
-                .parse()
-                .map_err(|_| format!("bad transceiver id in {a:?}"))?;
-            let mut n = 0;
-            for t in transceivers.iter().filter(|t| t.id == id) {
-                t.undrain();
-                n += 1;
-            }
-            if n == 0 {
-                return Err(format!("no transceiver {id}"));
-            }
-            Ok(json!({"undrained": id, "transceivers": n}))
+            set_draining(&transceivers, &a["undrain-transceiver:".len()..], false)
         }
         other => Err(format!("unknown admin action {other:?}")),
     })
+}
+
+/// Drains (or undrains) every worker set of transceiver `id` (given as text, from the action).
+fn set_draining(
+    transceivers: &[TransceiverHandle],
+    id: &str,
+    draining: bool,
+) -> Result<serde_json::Value, String> {
+    let id: u16 = id
+        .parse()
+        .map_err(|_| format!("bad transceiver id {id:?}"))?;
+    let mut n = 0;
+    for t in transceivers.iter().filter(|t| t.id == id) {
+        if draining {
+            t.drain()
+        } else {
+            t.undrain()
+        }
+        n += 1;
+    }
+    if n == 0 {
+        return Err(format!("no transceiver {id}"));
+    }
+    let key = if draining { "draining" } else { "undrained" };
+    Ok(json!({key: id, "transceivers": n}))
 }
 
 /// LAN mode's listener, and what the banner shows of it.

@@ -46,6 +46,14 @@ pub(super) struct WorkerParts {
     pub inbox: Option<LocalInbox>,
 }
 
+/// Where a next hop's reply is sent.
+enum ReplyTo {
+    /// The global relay it came in through (link socket, header kept).
+    Upstream(SocketAddr),
+    /// The client, from the public socket (header stripped).
+    Client(SocketAddr),
+}
+
 pub(super) struct Worker {
     index: u32,
     public: UdpSocket,
@@ -221,23 +229,11 @@ impl Worker {
             return;
         };
         if let Some(&hop) = self.hop_ids.get(&from) {
-            self.learn_outbound(h.client, from, hop, now);
-            if h.ingress & VIA_UPSTREAM != 0 {
-                // Back through the global relay it came from; it only reads the client address.
-                let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
-                    Counters::inc(&self.counters.dropped_bad_link);
-                    return;
-                };
-                LinkHeader {
-                    ingress: 0,
-                    client: h.client,
-                }
-                .write(&mut b.slot_mut(i)[..LINK_HEADER_LEN]);
-                to_link.push_slot(i, 0..n, up);
-            } else {
-                to_public.push_slot(i, LINK_HEADER_LEN..n, h.client);
+            match self.route_reply(h, from, hop, now, &mut b.slot_mut(i)[..LINK_HEADER_LEN]) {
+                Some(ReplyTo::Upstream(up)) => to_link.push_slot(i, 0..n, up),
+                Some(ReplyTo::Client(c)) => to_public.push_slot(i, LINK_HEADER_LEN..n, c),
+                None => {}
             }
-            Counters::inc(&self.counters.forwarded_out);
         } else if let Some(k) = self.cfg.upstreams.iter().position(|u| *u == from) {
             let Some(owner) = self.route(h.client, &b.received(i)[LINK_HEADER_LEN..], now) else {
                 return;
@@ -303,22 +299,11 @@ impl Worker {
                 Counters::inc(&self.counters.dropped_bad_link);
                 continue;
             };
-            self.learn_outbound(h.client, from, hop, now);
-            if h.ingress & VIA_UPSTREAM != 0 {
-                let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
-                    Counters::inc(&self.counters.dropped_bad_link);
-                    continue;
-                };
-                LinkHeader {
-                    ingress: 0,
-                    client: h.client,
-                }
-                .write(&mut buf[..LINK_HEADER_LEN]);
-                self.local_up.push((buf, up));
-            } else {
-                self.local_out.push((buf, LINK_HEADER_LEN, h.client));
+            match self.route_reply(h, from, hop, now, &mut buf[..LINK_HEADER_LEN]) {
+                Some(ReplyTo::Upstream(up)) => self.local_up.push((buf, up)),
+                Some(ReplyTo::Client(c)) => self.local_out.push((buf, LINK_HEADER_LEN, c)),
+                None => {}
             }
-            Counters::inc(&self.counters.forwarded_out);
         }
         if taken == max {
             inbox.again();
@@ -343,6 +328,36 @@ impl Worker {
         Counters::add(&self.counters.send_errors, failed as u64);
         self.local_out.clear();
         self.local_up.clear();
+    }
+
+    /// Where next hop `hop`'s reply (link header `h`, written at `header`) goes: back through
+    /// the global relay it entered by, with the header rewritten in place (that relay reads only
+    /// the client address), or to the client. `None` drops it (counted).
+    fn route_reply(
+        &mut self,
+        h: LinkHeader,
+        from: SocketAddr,
+        hop: u16,
+        now: Instant,
+        header: &mut [u8],
+    ) -> Option<ReplyTo> {
+        self.learn_outbound(h.client, from, hop, now);
+        let to = if h.ingress & VIA_UPSTREAM != 0 {
+            let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
+                Counters::inc(&self.counters.dropped_bad_link);
+                return None;
+            };
+            LinkHeader {
+                ingress: 0,
+                client: h.client,
+            }
+            .write(header);
+            ReplyTo::Upstream(up)
+        } else {
+            ReplyTo::Client(h.client)
+        };
+        Counters::inc(&self.counters.forwarded_out);
+        Some(to)
     }
 
     /// Where a client's datagram goes: its flow, a new flow from a routable binding request,

@@ -223,11 +223,7 @@ pub(super) async fn hangup(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    // Authorized before the call is looked up: a stranger learns nothing about which ids live.
-    sig.keys
-        .check_owner(bearer(&headers), &id)
-        .map_err(key_error)?;
-    let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
+    let t = owned_call(&sig, bearer(&headers), &id)?;
     if t.hangup(id.clone()).await.map_err(call_error)? {
         Ok(StatusCode::OK.into_response())
     } else {
@@ -245,10 +241,7 @@ pub(super) async fn renegotiate(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    sig.keys
-        .check_owner(bearer(req.headers()), &id)
-        .map_err(key_error)?;
-    let t = sig.transceiver_of(&id).ok_or_else(|| call_not_found(&id))?;
+    let t = owned_call(&sig, bearer(req.headers()), &id)?;
     let (offer, _) = read_offer(req).await?;
     check_offer(&offer)?;
     let answer = t
@@ -265,6 +258,17 @@ pub(super) async fn renegotiate(
         answer,
     )
         .into_response())
+}
+
+/// The transceiver holding call `id`, if `key` may act on it. Authorized before the call is
+/// looked up, so a stranger learns nothing about which ids are live.
+fn owned_call(
+    sig: &Signaling,
+    key: Option<&str>,
+    id: &str,
+) -> Result<Arc<dyn TransceiverControl>, ApiError> {
+    sig.keys.check_owner(key, id).map_err(key_error)?;
+    sig.transceiver_of(id).ok_or_else(|| call_not_found(id))
 }
 
 fn call_not_found(id: &str) -> ApiError {

@@ -240,17 +240,11 @@ impl Net {
                     moved = true;
                     match *path {
                         Path::Direct => self.ep.handle_datagram(self.now, peer.addr, &w.message),
-                        Path::Relay => {
-                            let mut buf = vec![0u8; crate::routing::link::LINK_HEADER_LEN];
-                            LinkHeader {
-                                ingress: 0,
-                                client: peer.addr,
-                            }
-                            .write(&mut buf);
-                            buf.extend_from_slice(&w.message);
-                            self.ep
-                                .handle_datagram(self.now, RELAY_LINK.parse().unwrap(), &buf);
-                        }
+                        Path::Relay => self.ep.handle_datagram(
+                            self.now,
+                            RELAY_LINK.parse().unwrap(),
+                            &linked(peer.addr, &w.message),
+                        ),
                         Path::Lost => {}
                     }
                 }
@@ -606,6 +600,7 @@ fn unauthenticated_check(username: &str) -> Vec<u8> {
     m
 }
 
+/// `inner` as a relay hands it over: behind a link header naming `client`.
 fn linked(client: SocketAddr, inner: &[u8]) -> Vec<u8> {
     let mut buf = vec![0u8; crate::routing::link::LINK_HEADER_LEN];
     LinkHeader { ingress: 0, client }.write(&mut buf);
@@ -750,14 +745,7 @@ fn per_datagram_cost() {
                 peer.speak(now);
                 let _ = peer.pc.handle_timeout(now);
                 while let Some(w) = peer.pc.poll_write() {
-                    let mut buf = vec![0u8; crate::routing::link::LINK_HEADER_LEN];
-                    LinkHeader {
-                        ingress: 0,
-                        client: peer.addr,
-                    }
-                    .write(&mut buf);
-                    buf.extend_from_slice(&w.message);
-                    inputs.push(buf);
+                    inputs.push(linked(peer.addr, &w.message));
                 }
             }
             let mut outputs = Vec::new();
