@@ -21,6 +21,7 @@ use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
 use crate::relay::{self, FlowCacheConfig, RelayConfig, RelayHandle, RelaySockets};
 use crate::routing::RouteKeys;
+use crate::routing::link_sources::LinkSources;
 use crate::routing::local_link::LocalLinks;
 use crate::signaling::{AdminAction, ClusterView, Signaling, StatsFn};
 use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, TransceiverHandle};
@@ -57,6 +58,10 @@ pub struct AllInOneConfig {
     /// Worker threads per relay.
     #[arg(long, env = "VOICE_EDGE_RELAY_WORKERS", default_value_t = 1)]
     pub relay_workers: usize,
+    #[command(flatten)]
+    pub capacity: crate::transceiver::admission::Capacity,
+    #[command(flatten)]
+    pub call_limits: crate::signaling::call_limits::CallLimits,
     /// Relay ↔ transceiver datagrams over loopback UDP, as between hosts, instead of handed
     /// over in memory (to measure what the in-process link saves).
     #[arg(long, env = "VOICE_EDGE_UDP_LINKS")]
@@ -301,7 +306,8 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         .with_keys(crate::signaling::keys::Keys::new(
             cfg.require_keys,
             cfg.api_keys.clone(),
-        ));
+        ))
+        .with_call_limits(cfg.call_limits);
     let lan = if cfg.lan.enabled {
         Some(start_https(&cfg.lan, &host, media.media_addr, &signaling).await?)
     } else {
@@ -528,6 +534,9 @@ fn start_transceivers(
                 route_keys: keys.clone(),
                 lifecycle: cfg.lifecycle,
                 workers: cfg.transceiver_workers,
+                capacity: cfg.capacity,
+                // Its relays are in this process, on loopback (`INTERNAL`).
+                link_sources: LinkSources::loopback(),
             },
             local_links.clone(),
         )?;

@@ -122,6 +122,8 @@ struct SignalingArgs {
         hide_env_values = true
     )]
     api_keys: Vec<String>,
+    #[command(flatten)]
+    call_limits: voice_edge::signaling::call_limits::CallLimits,
 }
 
 #[derive(Args, Debug)]
@@ -165,6 +167,12 @@ struct TransceiverArgs {
     /// On SIGTERM, stop taking calls and wait this many seconds for live ones to end.
     #[arg(long, env = "VOICE_EDGE_DRAIN_DEADLINE", default_value_t = 30)]
     drain_deadline: u64,
+    #[command(flatten)]
+    capacity: voice_edge::transceiver::admission::Capacity,
+    /// Networks (CIDR, comma-separated; `private`, `any`) relays' link datagrams may come
+    /// from; others are dropped unread.
+    #[arg(long, env = "VOICE_EDGE_LINK_SOURCES", default_value = "private")]
+    link_sources: voice_edge::routing::link_sources::LinkSources,
     #[command(flatten)]
     metrics: MetricsListener,
 }
@@ -501,6 +509,7 @@ fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
             cluster_secret: a.cluster_secret,
             require_keys: a.require_keys,
             api_keys: a.api_keys,
+            call_limits: a.call_limits,
             refresh: Duration::from_millis(500),
         })
         .await?;
@@ -547,6 +556,8 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
             cluster_secret: a.cluster_secret,
             route_keys: RouteKeys::from_hex(a.route_key.key_id, &a.route_secret)?,
             lifecycle: Default::default(),
+            capacity: a.capacity,
+            link_sources: a.link_sources,
             heartbeat: Duration::from_secs(1),
             ttl: Duration::from_secs(3),
         })

@@ -305,6 +305,31 @@ impl Default for SendBatch {
     }
 }
 
+/// Datagrams the kernel dropped on this socket since it was opened because its receive buffer
+/// was full: the loop did not read fast enough. `None` where the kernel does not say
+/// (`SO_MEMINFO` is Linux 3.9+).
+pub fn receive_drops(fd: RawFd) -> Option<u64> {
+    // SO_MEMINFO is 55 on every Linux architecture but sparc/mips, which this does not run on;
+    // the libc crate does not export it for x86-64 and aarch64.
+    const SO_MEMINFO: libc::c_int = 55;
+    // Room for every SK_MEMINFO_* value up to and past DROPS (the kernel has 9 today).
+    let mut info = [0u32; 16];
+    let mut len = std::mem::size_of_val(&info) as libc::socklen_t;
+    // SAFETY: `info` is a live, writable array of `len` bytes for the whole call, and the kernel
+    // writes at most `len` bytes into it (it truncates to the length it is given).
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            SO_MEMINFO,
+            info.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    let drops = libc::SK_MEMINFO_DROPS as usize;
+    (r == 0 && len as usize > drops * 4).then(|| u64::from(info[drops]))
+}
+
 fn sockaddr_to_std(ss: &libc::sockaddr_storage) -> Option<SocketAddr> {
     match ss.ss_family as libc::c_int {
         libc::AF_INET => {

@@ -49,34 +49,20 @@ async fn assert_nothing_left(server: &Running, within: Duration) -> WorkerStats 
     }
 }
 
-fn call_id(c: &Client) -> String {
-    c.response.headers["location"]
-        .rsplit('/')
-        .next()
-        .unwrap()
-        .to_owned()
-}
-
-/// `POST /v1/realtime/calls/{id}/hangup` for the client's call.
-async fn hangup(server: &Running, c: &Client) -> common::HttpResponse {
-    let path = format!("/v1/realtime/calls/{}/hangup", call_id(c));
-    http_post(server.http_addr, &path, "application/json", b"").await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hangup_by_api_ends_the_call_and_releases_everything() {
     let server = start(Lifecycle::default()).await;
     let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x11, 10).await >= 9);
-    let r = hangup(&server, &c).await;
+    let r = c.hangup(server.http_addr).await;
     assert_eq!(r.status, 200, "{}", r.body);
     // The client is told (DTLS close_notify / SCTP abort), not left to time out.
     c.wait_told_closed(Duration::from_secs(2)).await;
     let t = assert_nothing_left(&server, Duration::from_secs(2)).await;
     assert_eq!(t.ended.hangup, 1);
     // A second hangup of the same call is a clear 404.
-    let r = hangup(&server, &c).await;
+    let r = c.hangup(server.http_addr).await;
     assert_eq!(r.status, 404);
     assert!(r.body.contains("call_not_found"), "{}", r.body);
     server.shutdown().await;
@@ -166,12 +152,12 @@ async fn a_draining_transceiver_gets_no_new_calls_and_keeps_live_ones() {
             "draining transceiver got a call"
         );
         b.wait_connected(Duration::from_secs(10)).await;
-        let r = hangup(&server, &b).await;
+        let r = b.hangup(server.http_addr).await;
         assert_eq!(r.status, 200);
     }
     // The live call on the draining transceiver still works.
     assert!(a.echo_round(0x15, 20).await >= 18);
-    let r = hangup(&server, &a).await;
+    let r = a.hangup(server.http_addr).await;
     assert_eq!(r.status, 200);
     assert_nothing_left(&server, Duration::from_secs(5)).await;
     server.shutdown().await;
@@ -197,7 +183,7 @@ async fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_network() {
     .await;
     c.wait_connected(Duration::from_secs(10)).await;
     assert!(c.echo_round(0x30, 10).await >= 9);
-    let id = call_id(&c);
+    let id = c.call_id();
     let server_ufrag = ice_ufrag(&c.response.body);
     let old_client_ufrag = ice_ufrag(&c.pc.local_description().await.unwrap().sdp);
 

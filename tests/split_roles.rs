@@ -66,6 +66,8 @@ async fn start_transceiver(redis_url: &str, media: SocketAddr) -> RunningTransce
         cluster_secret: SECRET.into(),
         route_keys: RouteKeys::from_hex(0, ROUTE_SECRET).unwrap(),
         lifecycle: Default::default(),
+        capacity: Default::default(),
+        link_sources: Default::default(),
         heartbeat: Duration::from_millis(200),
         ttl: Duration::from_millis(1000),
     })
@@ -108,6 +110,7 @@ async fn start_cluster() -> Cluster {
         require_keys: false,
         api_keys: vec![],
         admin_token: None,
+        call_limits: Default::default(),
         refresh: Duration::from_millis(100),
     })
     .await

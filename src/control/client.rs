@@ -51,6 +51,9 @@ pub struct RemoteTransceiver {
     /// Placed here by this signaling process and not answered yet: membership reports lag by
     /// up to a heartbeat, and a burst of offers must still spread.
     pending: AtomicUsize,
+    /// Until when it is taken to refuse calls, after it last answered one with "at capacity":
+    /// membership heartbeats are too slow to carry a state that changes every second.
+    refusing_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl RemoteTransceiver {
@@ -68,6 +71,7 @@ impl RemoteTransceiver {
                 .build(connector),
             reported: Mutex::new(Reported::default()),
             pending: AtomicUsize::new(0),
+            refusing_until: Mutex::new(None),
         }
     }
 
@@ -155,6 +159,13 @@ impl TransceiverControl for RemoteTransceiver {
         self.reported.lock().unwrap().draining
     }
 
+    fn admits_calls(&self) -> bool {
+        self.refusing_until
+            .lock()
+            .unwrap()
+            .is_none_or(|t| std::time::Instant::now() >= t)
+    }
+
     fn reserve(&self) {
         self.pending.fetch_add(1, Ordering::Relaxed);
     }
@@ -178,7 +189,14 @@ impl TransceiverControl for RemoteTransceiver {
                 "/calls",
                 Some(&wire::CreateCall { offer_sdp, model }),
             )
-            .await?;
+            .await
+            .inspect_err(|e| {
+                if matches!(e, CallError::Full(..)) {
+                    *self.refusing_until.lock().unwrap() = Some(
+                        std::time::Instant::now() + crate::transceiver::admission::RETRY_AFTER,
+                    );
+                }
+            })?;
         let created =
             created.ok_or_else(|| self.failed(format!("status {status} without a call")))?;
         self.reported

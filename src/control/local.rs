@@ -24,14 +24,20 @@ impl TransceiverControl for TransceiverHandle {
         TransceiverHandle::is_draining(self)
     }
 
+    fn admits_calls(&self) -> bool {
+        TransceiverHandle::admits_calls(self)
+    }
+
     fn reserve(&self) {
         TransceiverHandle::reserve(self)
     }
 
     fn describe(&self) -> Value {
+        let (refused, saturated_windows) = self.admission_counts();
         json!({"cluster": self.cluster, "id": self.id, "addr": self.addr, "workers": self.workers(),
                "live_calls": self.live_calls(), "draining": TransceiverHandle::is_draining(self),
-               "where": "in-process"})
+               "admits_calls": TransceiverHandle::admits_calls(self), "refused": refused,
+               "saturated_windows": saturated_windows, "where": "in-process"})
     }
 
     async fn create_call(

@@ -27,6 +27,9 @@ pub trait TransceiverControl: Send + Sync {
     /// Live calls plus calls being set up: what placement balances on.
     fn load(&self) -> usize;
     fn is_draining(&self) -> bool;
+    /// Whether it would take a call now (not at capacity, not saturated: see
+    /// [`crate::transceiver::admission`]); placement passes over one that would only refuse.
+    fn admits_calls(&self) -> bool;
     /// Counts a call as placed here until its [`TransceiverControl::create_call`] returns, so
     /// concurrent placements spread instead of all picking the same idle transceiver.
     fn reserve(&self);

@@ -194,6 +194,9 @@ mod tests {
         fn is_draining(&self) -> bool {
             self.draining.load(Ordering::Relaxed)
         }
+        fn admits_calls(&self) -> bool {
+            true
+        }
         fn reserve(&self) {}
         fn describe(&self) -> Value {
             json!({"live_calls": 0, "workers": 1})

@@ -5,6 +5,7 @@ use std::net::SocketAddr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::transceiver::admission::Refusal;
 use crate::transceiver::{AnswerError, CallError, CallInfo, CreatedCall};
 
 /// Every path starts here; a version in the path lets a rolling upgrade run two at once.
@@ -109,6 +110,7 @@ pub fn error_parts(e: &CallError) -> (u16, &'static str) {
         CallError::Answer(AnswerError::NoAudio) => (400, "no_audio"),
         CallError::Answer(AnswerError::Negotiation(_)) => (400, "negotiation"),
         CallError::Unavailable(_) => (503, "unavailable"),
+        CallError::Full(_, r) => (503, r.code()),
         CallError::Control(_) => (502, "control"),
     }
 }
@@ -127,6 +129,7 @@ pub fn call_error(id: u16, status: u16, body: &str) -> CallError {
             AnswerError::Negotiation(strip(&message, "could not answer the offer: ")).into()
         }
         "unavailable" => CallError::Unavailable(id),
+        c if Refusal::from_code(c).is_some() => CallError::Full(id, Refusal::from_code(c).unwrap()),
         _ => CallError::Control(format!(
             "transceiver {id} answered {status}: {code} {message}"
         )),
@@ -149,6 +152,8 @@ mod tests {
             AnswerError::NoAudio.into(),
             AnswerError::Negotiation("no fingerprint".into()).into(),
             CallError::Unavailable(7),
+            CallError::Full(7, Refusal::Saturated),
+            CallError::Full(7, Refusal::TooManyConnecting),
         ];
         for e in cases {
             let (status, code) = error_parts(&e);

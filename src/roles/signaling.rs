@@ -25,6 +25,7 @@ pub struct SignalingRoleConfig {
     pub cluster_secret: String,
     pub require_keys: bool,
     pub api_keys: Vec<String>,
+    pub call_limits: crate::signaling::call_limits::CallLimits,
     /// How often membership is read.
     pub refresh: Duration,
 }
@@ -59,7 +60,8 @@ pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling>
     }
     let signaling = Signaling::with_directory(directory.clone(), stats)
         .with_admin_token(cfg.admin_token.clone())
-        .with_keys(Keys::new(cfg.require_keys, cfg.api_keys.clone()));
+        .with_keys(Keys::new(cfg.require_keys, cfg.api_keys.clone()))
+        .with_call_limits(cfg.call_limits);
     let (shutdown, rx) = tokio::sync::watch::channel(false);
     let mut servers = vec![];
     let serve = |listener: tokio::net::TcpListener, router: axum::Router| {

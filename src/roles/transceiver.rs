@@ -32,6 +32,9 @@ pub struct TransceiverRoleConfig {
     pub cluster_secret: String,
     pub route_keys: RouteKeys,
     pub lifecycle: Lifecycle,
+    pub capacity: crate::transceiver::admission::Capacity,
+    /// Where relays' link datagrams may come from.
+    pub link_sources: crate::routing::link_sources::LinkSources,
     pub heartbeat: Duration,
     pub ttl: Duration,
 }
@@ -106,6 +109,8 @@ pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTranscei
         route_keys: cfg.route_keys.clone(),
         lifecycle: cfg.lifecycle,
         workers: cfg.workers,
+        capacity: cfg.capacity,
+        link_sources: cfg.link_sources.clone(),
     });
     let (handle, threads) = match spawned {
         Ok(s) => s,

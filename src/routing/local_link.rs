@@ -32,23 +32,27 @@ pub type LinkDatagram = (SocketAddr, Vec<u8>);
 pub struct LocalLink {
     tx: SyncSender<LinkDatagram>,
     wake: Arc<EventFd>,
+    dropped: Arc<AtomicU64>,
 }
 
 /// The receiving end, owned by one worker thread.
 pub struct LocalInbox {
     rx: Receiver<LinkDatagram>,
     wake: Arc<EventFd>,
+    dropped: Arc<AtomicU64>,
 }
 
 pub fn local_link() -> std::io::Result<(LocalLink, LocalInbox)> {
     let (tx, rx) = sync_channel(CAPACITY);
     let wake = Arc::new(EventFd::new()?);
+    let dropped = Arc::new(AtomicU64::new(0));
     Ok((
         LocalLink {
             tx,
             wake: wake.clone(),
+            dropped: dropped.clone(),
         },
-        LocalInbox { rx, wake },
+        LocalInbox { rx, wake, dropped },
     ))
 }
 
@@ -63,7 +67,11 @@ impl LocalLink {
         }
         match self.tx.try_send((from, bytes)) {
             Ok(()) => true,
-            Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => false,
+            Err(TrySendError::Full(_)) => {
+                self.dropped.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            Err(TrySendError::Disconnected(_)) => false,
         }
     }
 
@@ -94,6 +102,12 @@ impl LocalInbox {
     /// Makes the next wait return at once (more may be queued than one turn took).
     pub fn again(&self) {
         self.wake.notify();
+    }
+
+    /// Datagrams lost because this queue was full: the in-memory twin of a socket's drop
+    /// count, which the worker's saturation check reads.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
     }
 }
 

@@ -17,6 +17,7 @@
 //! call them per packet without allocating.
 
 pub mod link;
+pub mod link_sources;
 pub mod local_link;
 pub mod stun;
 pub mod ufrag;

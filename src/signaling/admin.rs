@@ -28,10 +28,14 @@ pub(super) async fn metrics(State(sig): State<Signaling>) -> Response {
         &mut out,
         "voice_edge_signaling_offers_total",
         "counter",
-        "Call offers by outcome: created, unplaced (no transceiver could take it), failed.",
+        "Call offers by outcome: created, unplaced (no transceiver could take it), client_capped (the client holds --max-calls-per-client calls), failed.",
         &[
             (&[("outcome", "created")], c.created.load(Relaxed) as f64),
             (&[("outcome", "unplaced")], c.unplaced.load(Relaxed) as f64),
+            (
+                &[("outcome", "client_capped")],
+                c.client_capped.load(Relaxed) as f64,
+            ),
             (&[("outcome", "failed")], c.failed.load(Relaxed) as f64),
         ],
     );

@@ -2,15 +2,18 @@
 //! offer on a live call (ICE restart); hang-up. Everything a client does to a call goes through
 //! here, so the offer checks and the error mapping are written once for create and renegotiate.
 
-use std::net::SocketAddr;
+use std::collections::HashSet;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
+use std::time::Instant;
 
-use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
+use axum::extract::{ConnectInfo, FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::call_limits::{self, Admit, Slot};
 use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
 use crate::control::TransceiverControl;
 use crate::transceiver::CallError;
@@ -128,6 +131,13 @@ pub(super) async fn create_call(
 ) -> Result<Response, ApiError> {
     let key = bearer(req.headers()).map(str::to_owned);
     let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let slot = client_slot(&sig, peer)
+        .await
+        .inspect_err(|_| count(&sig.counters.client_capped))?;
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
     let (offer, session) = read_offer(req).await?;
     check_offer(&offer)?;
@@ -141,9 +151,6 @@ pub(super) async fn create_call(
         .filter(|m| m != "echo")
         .unwrap_or_else(|| model_for(q.model.as_deref()));
 
-    let count = |c: &std::sync::atomic::AtomicU64| {
-        c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    };
     let (t, media_addr) = sig
         .place(q.cluster)
         .inspect_err(|_| count(&sig.counters.unplaced))?;
@@ -153,6 +160,7 @@ pub(super) async fn create_call(
         .inspect_err(|_| count(&sig.counters.failed))
         .map_err(call_error)?;
     count(&sig.counters.created);
+    slot.placed(&created.call_id);
     sig.keys.record_owner(&created.call_id, key.as_deref());
 
     let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
@@ -186,7 +194,67 @@ pub(super) async fn create_call(
     Ok(resp)
 }
 
+fn count(c: &std::sync::atomic::AtomicU64) {
+    c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// A place in the client's count of calls (see [`call_limits`]), or 429 when it holds
+/// `--max-calls-per-client` that are still live.
+async fn client_slot(sig: &Signaling, peer: Option<IpAddr>) -> Result<Slot, ApiError> {
+    let refused = || {
+        ApiError::invalid(
+            "too_many_calls",
+            format!(
+                "this client already holds {} calls (--max-calls-per-client); end one or retry later",
+                sig.limits.max_calls_per_client
+            ),
+        )
+        .with_status(StatusCode::TOO_MANY_REQUESTS)
+        .with_retry_after(call_limits::RECHECK)
+    };
+    match sig.client_calls.admit(peer, Instant::now()) {
+        Admit::Yes(slot) => Ok(slot),
+        Admit::Full => Err(refused()),
+        Admit::Recheck(ids) => {
+            let live = sig.live_among(&ids).await;
+            if let Some(ip) = peer {
+                sig.client_calls.keep_live(ip, &ids, &live);
+            }
+            match sig.client_calls.admit(peer, Instant::now()) {
+                Admit::Yes(slot) => Ok(slot),
+                _ => Err(refused()),
+            }
+        }
+    }
+}
+
 impl Signaling {
+    /// Which of `ids` are live calls now, asking each transceiver that holds some. A
+    /// transceiver that does not answer keeps its calls counted.
+    async fn live_among(&self, ids: &[String]) -> HashSet<String> {
+        let mut by_transceiver: Vec<(Arc<dyn TransceiverControl>, Vec<&String>)> = vec![];
+        for id in ids {
+            let Some(t) = self.transceiver_of(id) else {
+                continue;
+            };
+            match by_transceiver.iter_mut().find(|(u, _)| Arc::ptr_eq(u, &t)) {
+                Some((_, v)) => v.push(id),
+                None => by_transceiver.push((t, vec![id])),
+            }
+        }
+        let mut live = HashSet::new();
+        for (t, mine) in by_transceiver {
+            match t.list_calls().await {
+                Ok(calls) => {
+                    let now: HashSet<String> = calls.into_iter().map(|c| c.call_id).collect();
+                    live.extend(mine.into_iter().filter(|id| now.contains(*id)).cloned());
+                }
+                Err(_) => live.extend(mine.into_iter().cloned()),
+            }
+        }
+        live
+    }
+
     fn place(
         &self,
         cluster: Option<u16>,
@@ -211,8 +279,30 @@ impl Signaling {
                 best = Some((c, t));
             }
         }
-        let (c, t) =
-            best.ok_or_else(|| ApiError::unavailable("no transceiver is accepting calls"))?;
+        let (c, t) = best.ok_or_else(|| {
+            let open = clusters
+                .iter()
+                .flat_map(|c| &c.transceivers)
+                .any(|t| !t.is_draining());
+            if open {
+                at_capacity("every transceiver is at capacity or saturated")
+            } else {
+                ApiError::unavailable("no transceiver is accepting calls")
+            }
+        })?;
+        if self.limits.max_calls > 0 {
+            let total: usize = clusters
+                .iter()
+                .flat_map(|c| &c.transceivers)
+                .map(|t| t.load())
+                .sum();
+            if total >= self.limits.max_calls {
+                return Err(at_capacity(&format!(
+                    "{total} calls are placed, the most this server takes (--max-calls {})",
+                    self.limits.max_calls
+                )));
+            }
+        }
         t.reserve();
         Ok((t.clone(), c.media_addr))
     }
@@ -225,6 +315,7 @@ pub(super) async fn hangup(
 ) -> Result<Response, ApiError> {
     let t = owned_call(&sig, bearer(&headers), &id)?;
     if t.hangup(id.clone()).await.map_err(call_error)? {
+        sig.client_calls.ended(&id);
         Ok(StatusCode::OK.into_response())
     } else {
         Err(call_not_found(&id))
@@ -276,10 +367,17 @@ fn call_not_found(id: &str) -> ApiError {
         .with_status(StatusCode::NOT_FOUND)
 }
 
+/// Refused for load: the client should come back in a moment, not give up.
+fn at_capacity(why: &str) -> ApiError {
+    ApiError::unavailable(format!("voice-edge is at capacity: {why}; retry shortly"))
+        .with_retry_after(crate::transceiver::admission::RETRY_AFTER)
+}
+
 /// A bad offer is the client's fault (400); a stopped transceiver is ours (503).
 fn call_error(e: CallError) -> ApiError {
     match e {
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
+        CallError::Full(..) => at_capacity(&e.to_string()),
         CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),
     }
 }

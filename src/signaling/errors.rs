@@ -12,6 +12,8 @@ pub struct ApiError {
     pub kind: &'static str,
     pub code: &'static str,
     pub message: String,
+    /// Seconds a refused client should wait (`Retry-After`), for refusals that pass.
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -21,6 +23,7 @@ impl ApiError {
             kind: "invalid_request_error",
             code,
             message: message.into(),
+            retry_after: None,
         }
     }
 
@@ -35,13 +38,26 @@ impl ApiError {
             kind: "server_error",
             code: "no_capacity",
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// A refusal that passes: the client may try again after `d` (at least a second, as
+    /// `Retry-After` counts whole seconds).
+    pub fn with_retry_after(mut self, d: std::time::Duration) -> Self {
+        self.retry_after = Some(d.as_secs_f64().ceil().max(1.0) as u64);
+        self
     }
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let body = json!({"error": {"message": self.message, "type": self.kind, "code": self.code, "param": null}});
-        (self.status, Json(body)).into_response()
+        let mut resp = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, secs.into());
+        }
+        resp
     }
 }

@@ -11,6 +11,7 @@
 
 mod admin;
 mod admin_access;
+pub mod call_limits;
 mod calls;
 mod errors;
 pub mod keys;
@@ -71,6 +72,8 @@ pub struct Signaling {
     admin_access: AdminAccess,
     keys: Arc<keys::Keys>,
     counters: Arc<CallCounters>,
+    limits: call_limits::CallLimits,
+    client_calls: Arc<call_limits::ClientCalls>,
 }
 
 /// What `/metrics` counts of the call API.
@@ -79,6 +82,8 @@ struct CallCounters {
     created: std::sync::atomic::AtomicU64,
     /// Offers refused because no transceiver could take them (503).
     unplaced: std::sync::atomic::AtomicU64,
+    /// Offers refused because their client holds `--max-calls-per-client` calls (429).
+    client_capped: std::sync::atomic::AtomicU64,
     /// Offers a transceiver could not answer (a bad offer) or did not answer (gone).
     failed: std::sync::atomic::AtomicU64,
 }
@@ -97,7 +102,17 @@ impl Signaling {
             admin_access: AdminAccess::default(),
             keys: Arc::new(keys::Keys::open()),
             counters: Arc::default(),
+            limits: Default::default(),
+            client_calls: Arc::new(call_limits::ClientCalls::new(
+                call_limits::CallLimits::default().max_calls_per_client,
+            )),
         }
+    }
+
+    pub fn with_call_limits(mut self, limits: call_limits::CallLimits) -> Self {
+        self.limits = limits;
+        self.client_calls = Arc::new(call_limits::ClientCalls::new(limits.max_calls_per_client));
+        self
     }
 
     pub fn with_keys(mut self, keys: keys::Keys) -> Self {
@@ -196,6 +211,7 @@ fn key_error(e: keys::KeyError) -> ApiError {
         kind: "invalid_request_error",
         code,
         message: e.message().to_owned(),
+        retry_after: None,
     }
 }
 

@@ -71,6 +71,8 @@ pub enum EndReason {
     ConsentExpired,
     IdleTimeout,
     Shutdown,
+    /// Its processing panicked (see [`Endpoint::isolate`]).
+    Panicked,
 }
 
 pub struct Endpoint {
@@ -89,12 +91,17 @@ pub struct Endpoint {
     transmits: VecDeque<Transmit>,
     synthesis: VecDeque<Synthesis>,
     dropped_unknown: u64,
+    dropped_link_source: u64,
+    /// Sessions not connected yet (see [`super::admission`]).
+    connecting: usize,
     ended: EndCounters,
     answer_to_ice: crate::ops::Histogram,
     answer_to_dtls: crate::ops::Histogram,
     answer_to_audio: crate::ops::Histogram,
     /// How late session timers fire (media pacing is one): the loop's health under load.
     timer_lag: crate::ops::Histogram,
+    /// The latest timer since [`Endpoint::take_max_timer_lag`] last asked.
+    max_timer_lag: Duration,
     last_housekeeping: Instant,
 }
 
@@ -120,11 +127,14 @@ impl Endpoint {
             transmits: VecDeque::new(),
             synthesis: VecDeque::new(),
             dropped_unknown: 0,
+            dropped_link_source: 0,
+            connecting: 0,
             ended: Default::default(),
             answer_to_ice: Default::default(),
             answer_to_dtls: Default::default(),
             answer_to_audio: Default::default(),
             timer_lag: Default::default(),
+            max_timer_lag: Duration::ZERO,
             last_housekeeping: now,
         }
     }
@@ -136,6 +146,17 @@ impl Endpoint {
 
     pub fn is_empty(&self) -> bool {
         self.sessions.is_empty()
+    }
+
+    /// How late the latest session timer fired since the last call: the loop's lag, for
+    /// [`super::admission`].
+    pub fn take_max_timer_lag(&mut self) -> Duration {
+        std::mem::take(&mut self.max_timer_lag)
+    }
+
+    /// Calls answered but not connected yet: what a flood of offers piles up.
+    pub fn connecting(&self) -> usize {
+        self.connecting
     }
 
     pub fn poll_transmit(&mut self) -> Option<Transmit> {
@@ -179,10 +200,7 @@ impl Endpoint {
         offer_sdp: String,
     ) -> Option<Result<String, peer::AnswerError>> {
         let key = *self.by_call.get(call_id)?;
-        let r = self
-            .sessions
-            .get_mut(&key)
-            .map(|s| peer::reanswer(&mut s.pc, now, offer_sdp));
+        let r = self.isolate(now, key, |s| peer::reanswer(&mut s.pc, now, offer_sdp));
         if let Some(Ok(_)) = &r {
             log::info!("{call_id}: renegotiated (new offer on a live call)");
         }
@@ -199,9 +217,7 @@ impl Endpoint {
         speech: crate::audio::tts::Speech,
     ) {
         if let Some(&key) = self.by_call.get(call_id) {
-            if let Some(s) = self.sessions.get_mut(&key) {
-                s.on_tts_ready(now, response_id, speech);
-            }
+            self.isolate(now, key, |s| s.on_tts_ready(now, response_id, speech));
             self.after_input(key, now);
         }
     }
@@ -224,6 +240,7 @@ impl Endpoint {
             call_index: self.by_call.len(),
             timers: self.timers.len(),
             dropped_unknown: self.dropped_unknown,
+            dropped_link_source: self.dropped_link_source,
             ended: self.ended,
             answer_to_ice: self.answer_to_ice,
             answer_to_dtls: self.answer_to_dtls,
@@ -262,6 +279,10 @@ impl Endpoint {
     /// A datagram from the socket: from a relay (link header in front) or a direct client.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, pkt: &[u8]) {
         let (via, client, payload) = if crate::routing::link::is_link_packet(pkt) {
+            if !self.cfg.link_sources.allows(from.ip()) {
+                self.dropped_link_source += 1;
+                return;
+            }
             match LinkHeader::parse(pkt) {
                 Ok((h, inner)) => (Some((from, h.ingress)), h.client, inner),
                 Err(_) => return,
@@ -329,8 +350,8 @@ impl Endpoint {
             },
             message: BytesMut::from(payload),
         };
-        if let Err(e) = s.pc.handle_read(msg) {
-            log::debug!("{}: handle_read: {e}", s.call_id);
+        if let Some(Err(e)) = self.isolate(now, key, |s| s.pc.handle_read(msg)) {
+            log::debug!("{key}: handle_read: {e}");
         }
         self.after_input(key, now);
     }
@@ -343,11 +364,23 @@ impl Endpoint {
 
     /// Runs a session after it was given input: drive, flush, reschedule.
     fn after_input(&mut self, key: Key, now: Instant) {
+        // Taken out for the closure; a panicking call queues nothing (see `end_session`).
+        let mut transmits = std::mem::take(&mut self.transmits);
+        let driven = self.isolate(now, key, |s| {
+            s.drive(now);
+            drain_session(s, &mut transmits);
+        });
+        self.transmits = transmits;
+        if driven.is_none() {
+            return;
+        }
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
-        s.drive(now);
-        drain_session(s, &mut self.transmits);
+        if s.connected_at.is_some() && !s.left_connecting {
+            s.left_connecting = true;
+            self.connecting -= 1;
+        }
         if let Some(d) = s.take_first_audio() {
             self.answer_to_audio.record(d);
         }
@@ -392,7 +425,8 @@ impl Endpoint {
             }
             s.next_timeout = None;
             self.timer_lag.record(now - t);
-            s.handle_timeout(now);
+            self.max_timer_lag = self.max_timer_lag.max(now - t);
+            self.isolate(now, key, |s| s.handle_timeout(now));
             self.after_input(key, now);
         }
     }
@@ -458,17 +492,22 @@ impl Endpoint {
             transceiver: self.cfg.id,
             worker: self.index,
         });
-        let answered = peer::answer(
-            now,
-            PeerParams {
-                offer_sdp,
-                ufrag: ufrag.clone(),
-                pwd: ufrag::random_ice_pwd(),
-                candidate: self.advertise,
-                certificate: &self.certificate,
-                stream_id: &call_id,
-            },
-        )?;
+        let params = PeerParams {
+            offer_sdp,
+            ufrag: ufrag.clone(),
+            pwd: ufrag::random_ice_pwd(),
+            candidate: self.advertise,
+            certificate: &self.certificate,
+            stream_id: &call_id,
+        };
+        // An offer that makes the stack panic is refused like any offer it cannot answer,
+        // instead of unwinding through the loop that holds every other call.
+        let answered =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| peer::answer(now, params)))
+                .map_err(|_| {
+                self.ended.panicked += 1;
+                peer::AnswerError::Negotiation("the offer made the answerer fail".into())
+            })??;
         let key = self.next_key;
         self.next_key += 1;
         let session = Session::new(
@@ -484,6 +523,7 @@ impl Endpoint {
             },
         );
         self.sessions.insert(key, Box::new(session));
+        self.connecting += 1;
         self.by_ufrag.insert(ufrag, key);
         self.by_call.insert(call_id.clone(), key);
         self.after_input(key, now);
@@ -504,12 +544,43 @@ impl Endpoint {
         })
     }
 
+    /// Runs one call's processing so that a panic in it (a bug in the stack, the model or our
+    /// own session code, hit by one client's input) ends that call alone: without this it
+    /// would unwind through the socket loop and take every call on the worker with it. The
+    /// call is dropped without a goodbye, since its state is whatever the panic left; the
+    /// client sees consent fail. `None` when the call is not here or panicked.
+    fn isolate<R>(
+        &mut self,
+        now: Instant,
+        key: Key,
+        f: impl FnOnce(&mut Session) -> R,
+    ) -> Option<R> {
+        let s = self.sessions.get_mut(&key)?;
+        // AssertUnwindSafe: after a panic the session is only dropped, never read again.
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(s))) {
+            Ok(r) => Some(r),
+            Err(panic) => {
+                let what = panic
+                    .downcast_ref::<&str>()
+                    .map(|m| m.to_string())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_default();
+                log::error!("call {} panicked and was ended alone: {what}", s.call_id);
+                self.end_session(now, key, EndReason::Panicked);
+                None
+            }
+        }
+    }
+
     /// Closes the peer connection (sending DTLS close_notify / SCTP ABORT to the client) and
     /// drops every index entry that points at the session.
     fn end_session(&mut self, now: Instant, key: Key, reason: EndReason) {
         let Some(mut s) = self.sessions.remove(&key) else {
             return;
         };
+        if !s.left_connecting {
+            self.connecting -= 1;
+        }
         let e = &mut self.ended;
         match reason {
             EndReason::Hangup => e.hangup += 1,
@@ -518,9 +589,12 @@ impl Endpoint {
             EndReason::ConsentExpired => e.consent_expired += 1,
             EndReason::IdleTimeout => e.idle_timeout += 1,
             EndReason::Shutdown => e.shutdown += 1,
+            EndReason::Panicked => e.panicked += 1,
         }
-        let _ = s.pc.close();
-        drain_session(&mut s, &mut self.transmits);
+        if reason != EndReason::Panicked {
+            let _ = s.pc.close();
+            drain_session(&mut s, &mut self.transmits);
+        }
         self.by_ufrag.remove(&s.ufrag);
         self.by_call.remove(&s.call_id);
         self.by_addr.retain(|_, k| *k != key);

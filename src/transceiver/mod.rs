@@ -5,6 +5,7 @@
 //! check can never arrive ahead of the ufrag it names. Datagrams arrive either wrapped in the
 //! relay link header (the normal path) or bare, from a client connecting directly.
 
+pub mod admission;
 pub mod call_id;
 pub mod endpoint;
 mod mailbox;
@@ -41,6 +42,10 @@ pub struct TransceiverConfig {
     /// Socket loops (threads) in this transceiver, each with its own socket on `bind`'s port
     /// plus its index, and its own calls.
     pub workers: u8,
+    /// How many calls each worker takes (see [`admission`]).
+    pub capacity: admission::Capacity,
+    /// Where relay link datagrams may come from (see [`crate::routing::link_sources`]).
+    pub link_sources: crate::routing::link_sources::LinkSources,
 }
 
 /// The one candidate in this transceiver's answers: always an address as clients reach it,
@@ -86,6 +91,8 @@ pub struct EndCounters {
     pub consent_expired: u64,
     pub idle_timeout: u64,
     pub shutdown: u64,
+    /// The call's processing panicked: it ended alone, its worker and the other calls went on.
+    pub panicked: u64,
 }
 
 /// The worker's bookkeeping sizes, so a test (or an operator) can see that ended calls leave
@@ -98,6 +105,8 @@ pub struct WorkerStats {
     pub call_index: usize,
     pub timers: usize,
     pub dropped_unknown: u64,
+    /// Link datagrams from a source outside `--link-sources`, dropped unread.
+    pub dropped_link_source: u64,
     pub ended: EndCounters,
     /// Answer sent → ICE pair selected, and → DTLS connected, per connected call.
     pub answer_to_ice: crate::ops::Histogram,
@@ -119,6 +128,7 @@ impl WorkerStats {
             call_index: self.call_index + o.call_index,
             timers: self.timers + o.timers,
             dropped_unknown: self.dropped_unknown + o.dropped_unknown,
+            dropped_link_source: self.dropped_link_source + o.dropped_link_source,
             answer_to_ice: self.answer_to_ice.merge(&o.answer_to_ice),
             answer_to_dtls: self.answer_to_dtls.merge(&o.answer_to_dtls),
             timer_lag: self.timer_lag.merge(&o.timer_lag),
@@ -130,6 +140,7 @@ impl WorkerStats {
                 consent_expired: a.consent_expired + b.consent_expired,
                 idle_timeout: a.idle_timeout + b.idle_timeout,
                 shutdown: a.shutdown + b.shutdown,
+                panicked: a.panicked + b.panicked,
             },
         }
     }
@@ -203,16 +214,7 @@ pub(crate) enum Command {
 #[derive(Clone)]
 struct WorkerLink {
     mailbox: mailbox::Mailbox,
-    live: Arc<AtomicUsize>,
-    /// Calls placed on this worker whose answer is not back yet; counted as load so that
-    /// concurrent placements spread instead of all seeing the same idle worker.
-    pending: Arc<AtomicUsize>,
-}
-
-impl WorkerLink {
-    fn load(&self) -> usize {
-        self.live.load(Ordering::Relaxed) + self.pending.load(Ordering::Relaxed)
-    }
+    load: admission::SharedLoad,
 }
 
 /// Cheap to clone; what signaling and the all-in-one process hold.
@@ -224,6 +226,7 @@ pub struct TransceiverHandle {
     /// relay addresses it from the worker byte in the route.
     pub addr: SocketAddr,
     workers: Arc<[WorkerLink]>,
+    capacity: admission::Capacity,
     /// Calls placed on this transceiver whose worker is not chosen yet (see [`Self::reserve`]).
     pending: Arc<AtomicUsize>,
     draining: Arc<AtomicBool>,
@@ -236,6 +239,9 @@ pub enum CallError {
     Answer(#[from] AnswerError),
     #[error("transceiver {0} is not running")]
     Unavailable(u16),
+    /// Every worker is at its capacity or saturated: try again shortly (see [`admission`]).
+    #[error("transceiver {0} is at capacity: {1}")]
+    Full(u16, admission::Refusal),
     /// The control API failed on the way (network, a bad reply): the split roles only.
     #[error("control API: {0}")]
     Control(String),
@@ -261,7 +267,8 @@ async fn ask<T>(
 }
 
 impl TransceiverHandle {
-    /// Creates a call on the least-loaded worker. Placement must have called
+    /// Creates a call on the least-loaded worker that admits one (see [`admission`]), or
+    /// refuses with [`CallError::Full`]. Placement must have called
     /// [`TransceiverHandle::reserve`] first.
     pub async fn create_call(
         &self,
@@ -269,13 +276,27 @@ impl TransceiverHandle {
         model: String,
     ) -> Result<CreatedCall, CallError> {
         let _release = Release(&self.pending);
+        let mut refusal = None;
         let w = self
             .workers
             .iter()
-            .min_by_key(|w| w.load())
-            .expect("a transceiver has at least one worker");
-        w.pending.fetch_add(1, Ordering::Relaxed);
-        let _release_worker = Release(&w.pending);
+            .filter(|w| match w.load.admits(&self.capacity) {
+                Ok(()) => true,
+                Err(r) => {
+                    refusal.get_or_insert(r);
+                    false
+                }
+            })
+            .min_by_key(|w| w.load.load());
+        let Some(w) = w else {
+            if let Some(w) = self.workers.first() {
+                w.load.refused.fetch_add(1, Ordering::Relaxed);
+            }
+            let why = refusal.unwrap_or(admission::Refusal::Full);
+            return Err(CallError::Full(self.id, why));
+        };
+        w.load.pending.fetch_add(1, Ordering::Relaxed);
+        let _release_worker = Release(&w.load.pending);
         let created = ask(w, |reply| Command::Create {
             offer_sdp,
             model,
@@ -284,6 +305,24 @@ impl TransceiverHandle {
         .await
         .ok_or(CallError::Unavailable(self.id))?;
         Ok(created?)
+    }
+
+    /// Whether some worker would take a call now: placement skips a transceiver that would
+    /// only refuse.
+    pub fn admits_calls(&self) -> bool {
+        self.workers
+            .iter()
+            .any(|w| w.load.admits(&self.capacity).is_ok())
+    }
+
+    /// Offers refused, and measurement windows spent saturated, over all workers.
+    pub fn admission_counts(&self) -> (u64, u64) {
+        self.workers.iter().fold((0, 0), |(r, s), w| {
+            (
+                r + w.load.refused.load(Ordering::Relaxed),
+                s + w.load.saturated_windows.load(Ordering::Relaxed),
+            )
+        })
     }
 
     /// The worker that owns `call_id`, from the worker byte in the id.
@@ -380,7 +419,7 @@ impl TransceiverHandle {
     pub fn live_calls(&self) -> usize {
         self.workers
             .iter()
-            .map(|w| w.live.load(Ordering::Relaxed))
+            .map(|w| w.load.calls.load(Ordering::Relaxed))
             .sum()
     }
 
@@ -428,7 +467,7 @@ pub fn spawn_in_process(
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
         let (mailbox, inbox) = mailbox::mailbox()?;
-        let live = Arc::new(AtomicUsize::new(0));
+        let load = admission::SharedLoad::default();
         let own = socket.local_addr()?;
         let local = match &local {
             Some(links) => {
@@ -448,7 +487,7 @@ pub fn spawn_in_process(
                 AnswerCandidate::OwnSocket(ip) => SocketAddr::new(ip, own.port()),
             },
             certificate: certificate.clone(),
-            live: live.clone(),
+            load: load.clone(),
             stop: stop.clone(),
             mailbox: mailbox.clone(),
         });
@@ -457,17 +496,14 @@ pub fn spawn_in_process(
                 .name(format!("transceiver-{}.{index}", cfg.id))
                 .spawn(move || w.run(socket, inbox))?,
         );
-        links.push(WorkerLink {
-            mailbox,
-            live,
-            pending: Arc::new(AtomicUsize::new(0)),
-        });
+        links.push(WorkerLink { mailbox, load });
     }
     let handle = TransceiverHandle {
         cluster: cfg.cluster,
         id: cfg.id,
         addr,
         workers: links.into(),
+        capacity: cfg.capacity,
         pending: Arc::new(AtomicUsize::new(0)),
         draining: Arc::new(AtomicBool::new(false)),
         stop,

@@ -118,6 +118,11 @@ pub struct Session {
     pub counters: SessionCounters,
     /// The instant this session is queued under in the worker's timer heap.
     pub next_timeout: Option<Instant>,
+    /// The endpoint has stopped counting this call as connecting (see `Endpoint::connecting`).
+    pub left_connecting: bool,
+    /// Tests set it to make the call's next turn panic (see `Endpoint::isolate`).
+    #[cfg(test)]
+    pub inject_panic: bool,
     audio_sender: RTCRtpSenderId,
     audio_ssrc: u32,
     audio_pt: Option<u8>,
@@ -163,6 +168,9 @@ impl Session {
             connected_at: None,
             ice_failed: false,
             setup_reported: false,
+            left_connecting: false,
+            #[cfg(test)]
+            inject_panic: false,
             first_audio_at: None,
             first_audio_reported: false,
             ice_connected_at: None,
@@ -256,6 +264,10 @@ impl Session {
     /// Processes everything the last input made ready. Errors from the stack are logged, not
     /// fatal: one malformed packet must not end a call.
     pub fn drive(&mut self, now: Instant) {
+        #[cfg(test)]
+        if self.inject_panic {
+            panic!("injected fault in call {}", self.call_id);
+        }
         loop {
             let mut progressed = false;
             while let Some(ev) = self.pc.poll_event() {

@@ -4,11 +4,12 @@
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::time::Instant;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use rtc::peer_connection::certificate::RTCCertificate;
 
+use super::admission::{Saturation, SharedLoad, Window};
 use super::endpoint::{Endpoint, Synthesis, Transmit};
 use super::mailbox::{Inbox, Mailbox};
 use super::{Command, TransceiverConfig};
@@ -21,6 +22,11 @@ use crate::wakeup::wait_readable;
 /// them (8 × 32 datagrams is ~5 ms of 1,000 calls' audio).
 const MAX_BATCHES_PER_TURN: usize = 8;
 
+/// How often the loop judges its own headroom (see [`super::admission`]): long enough to
+/// average over a few hundred turns, short enough that a saturated worker leaves placement
+/// before many more offers land on it.
+const LOAD_WINDOW: Duration = Duration::from_secs(1);
+
 /// What a worker is started with.
 pub(super) struct WorkerParts {
     pub cfg: TransceiverConfig,
@@ -30,7 +36,7 @@ pub(super) struct WorkerParts {
     /// The candidate put in answers: the relay, or this worker's own socket.
     pub advertise: SocketAddr,
     pub certificate: RTCCertificate,
-    pub live: Arc<AtomicUsize>,
+    pub load: SharedLoad,
     pub stop: Arc<AtomicBool>,
     /// This worker's own command queue, where TTS threads hand speech back.
     pub mailbox: Mailbox,
@@ -43,7 +49,8 @@ pub(super) struct Worker {
     endpoint: Endpoint,
     id: u16,
     index: u8,
-    live: Arc<AtomicUsize>,
+    load: SharedLoad,
+    meter: LoadMeter,
     stop: Arc<AtomicBool>,
     mailbox: Mailbox,
     /// What the endpoint queued, gathered for one `sendmmsg`, and the link header of each.
@@ -63,7 +70,8 @@ impl Worker {
             id: p.cfg.id,
             index: p.index,
             endpoint: Endpoint::new(Instant::now(), p.cfg, p.index, p.advertise, p.certificate),
-            live: p.live,
+            load: p.load,
+            meter: LoadMeter::new(Instant::now()),
             stop: p.stop,
             mailbox: p.mailbox,
             outgoing: Vec::with_capacity(BATCH),
@@ -94,8 +102,13 @@ impl Worker {
             self.output(fd);
             let timeout = self.endpoint.poll_timeout().saturating_duration_since(now);
             let local_fd = self.local_inbox.as_ref().map_or(-1, LocalInbox::fd);
+            self.meter.turn_done(Instant::now());
             let [readable, _, local_ready] =
                 wait_readable([fd, inbox.fd(), local_fd], Some(timeout));
+            let woke = Instant::now();
+            if self.meter.window_over(woke) {
+                self.judge_load(fd, woke);
+            }
             if readable {
                 self.drain_socket(fd, &mut batch);
             }
@@ -153,12 +166,12 @@ impl Worker {
                 let r = self.endpoint.create_call(now, offer_sdp, model);
                 // Counted before the reply: placement reads the count as soon as it has the
                 // answer, and a call it cannot see yet would draw the next one here too.
-                self.live.store(self.endpoint.len(), Ordering::Relaxed);
+                self.publish_counts();
                 let _ = reply.send(r);
             }
             Command::Hangup { call_id, reply } => {
                 let r = self.endpoint.hangup(now, &call_id);
-                self.live.store(self.endpoint.len(), Ordering::Relaxed);
+                self.publish_counts();
                 let _ = reply.send(r);
             }
             Command::Renegotiate {
@@ -247,7 +260,100 @@ impl Worker {
         while let Some(s) = self.endpoint.poll_synthesis() {
             spawn_tts(s, self.mailbox.clone());
         }
-        self.live.store(self.endpoint.len(), Ordering::Relaxed);
+        self.publish_counts();
+    }
+
+    fn publish_counts(&self) {
+        self.load
+            .calls
+            .store(self.endpoint.len(), Ordering::Relaxed);
+        self.load
+            .connecting
+            .store(self.endpoint.connecting(), Ordering::Relaxed);
+    }
+
+    /// Closes a measurement window: is this loop keeping up with its calls?
+    fn judge_load(&mut self, fd: RawFd, now: Instant) {
+        let drops = crate::udp_batch::receive_drops(fd).unwrap_or(0)
+            + self.local_inbox.as_ref().map_or(0, LocalInbox::dropped);
+        let window = self.meter.close(
+            now,
+            drops,
+            self.endpoint.take_max_timer_lag(),
+            self.endpoint.len(),
+        );
+        let was = self.meter.saturation.is_saturated();
+        let saturated = self.meter.saturation.observe(window);
+        if saturated {
+            self.load.saturated_windows.fetch_add(1, Ordering::Relaxed);
+        }
+        if saturated != was {
+            log::warn!(
+                "transceiver {}.{}: {} ({} calls, {:.0} % busy, {} drops, timers up to {:?} late)",
+                self.id,
+                self.index,
+                if saturated {
+                    "saturated: out of placement until it recovers"
+                } else {
+                    "recovered: back in placement"
+                },
+                window.calls,
+                100.0 * window.busy.as_secs_f64() / window.wall.as_secs_f64().max(1e-9),
+                window.dropped,
+                window.max_timer_lag
+            );
+        }
+        self.load.saturated.store(saturated, Ordering::Relaxed);
+    }
+}
+
+/// Measures one worker loop for [`super::admission::Saturation`]: the share of wall time it
+/// spent outside `poll`, and the drop count between windows.
+struct LoadMeter {
+    saturation: Saturation,
+    window_start: Instant,
+    busy: Duration,
+    /// When the loop last came back from `poll`.
+    woke: Instant,
+    /// The drop count at the last window's end; `None` before the first, whose drops (from
+    /// before this worker ran) are not its own.
+    drops_seen: Option<u64>,
+}
+
+impl LoadMeter {
+    fn new(now: Instant) -> Self {
+        LoadMeter {
+            saturation: Saturation::default(),
+            window_start: now,
+            busy: Duration::ZERO,
+            woke: now,
+            drops_seen: None,
+        }
+    }
+
+    /// The loop is about to sleep: it has been busy since it last woke.
+    fn turn_done(&mut self, now: Instant) {
+        self.busy += now.saturating_duration_since(self.woke);
+    }
+
+    fn window_over(&mut self, woke: Instant) -> bool {
+        self.woke = woke;
+        woke.duration_since(self.window_start) >= LOAD_WINDOW
+    }
+
+    fn close(&mut self, now: Instant, drops: u64, max_timer_lag: Duration, calls: usize) -> Window {
+        let dropped = self.drops_seen.map_or(0, |seen| drops.saturating_sub(seen));
+        self.drops_seen = Some(drops);
+        let w = Window {
+            wall: now.duration_since(self.window_start),
+            busy: self.busy,
+            dropped,
+            max_timer_lag,
+            calls,
+        };
+        self.window_start = now;
+        self.busy = Duration::ZERO;
+        w
     }
 }
 

@@ -219,6 +219,21 @@ impl Client {
         r
     }
 
+    /// The call's id, from the `Location` the server answered with.
+    pub fn call_id(&self) -> String {
+        self.response.headers["location"]
+            .rsplit('/')
+            .next()
+            .unwrap()
+            .to_owned()
+    }
+
+    /// `POST /v1/realtime/calls/{id}/hangup` for this call.
+    pub async fn hangup(&self, http: SocketAddr) -> HttpResponse {
+        let path = format!("/v1/realtime/calls/{}/hangup", self.call_id());
+        http_post(http, &path, "application/json", b"").await
+    }
+
     pub async fn wait_connected(&mut self, within: Duration) {
         let deadline = tokio::time::Instant::now() + within;
         loop {

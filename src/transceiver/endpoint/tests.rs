@@ -209,6 +209,8 @@ impl Net {
             route_keys: RouteKeys::from_hex(0, "00112233445566778899aabbccddeeff").unwrap(),
             lifecycle: lifecycle(),
             workers: 1,
+            capacity: Default::default(),
+            link_sources: Default::default(),
         };
         let ep = Endpoint::new(now, cfg, 0, SERVER.parse().unwrap(), certificate());
         Net {
@@ -672,6 +674,81 @@ fn forged_link_headers_and_unauthenticated_checks_cannot_redirect_a_call() {
         net.ep.stats()
     );
     assert!(net.talk(a, 10) >= 9);
+}
+
+#[test]
+fn link_datagrams_from_outside_the_link_sources_are_dropped_unread() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    let client = net.peers[a].0.addr;
+    let server_ufrag = ice_ufrag(&net.peers[a].0.pc.remote_description().unwrap().sdp).to_owned();
+    let client_ufrag = ice_ufrag(&net.peers[a].0.pc.local_description().unwrap().sdp).to_owned();
+    let check = unauthenticated_check(&format!("{server_ufrag}:{client_ufrag}"));
+    // From the internet, claiming to be a relay: the call's client, then a new address.
+    let outsider: SocketAddr = "203.0.113.9:3479".parse().unwrap();
+    let elsewhere: SocketAddr = "203.0.113.66:4444".parse().unwrap();
+    let before = net.ep.stats();
+    for inner in [&check[..], &[0x80, 111, 0, 9, 0, 0, 0, 0, 1, 2, 3, 4][..]] {
+        for claimed in [client, elsewhere] {
+            let now = net.now;
+            net.ep
+                .handle_datagram(now, outsider, &linked(claimed, inner));
+        }
+    }
+    let after = net.ep.stats();
+    assert_eq!(after.dropped_link_source - before.dropped_link_source, 4);
+    assert_eq!(
+        net.ep.poll_transmit().map(|t| t.to),
+        None,
+        "nothing answers them"
+    );
+    assert_eq!(after.addr_index, before.addr_index, "no address learned");
+    assert!(net.talk(a, 10) >= 9, "the call goes on");
+}
+
+#[test]
+fn a_call_whose_processing_panics_ends_alone() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    let b = net.call("198.51.100.8:50000", Path::Relay, "loopback");
+    assert!(
+        net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected
+            && n.peers[b].0.connected)
+    );
+    assert!(net.talk(a, 5) >= 4 && net.talk(b, 5) >= 4);
+    let key = net.ep.by_call[&net.peers[a].2];
+    net.ep.sessions.get_mut(&key).unwrap().inject_panic = true;
+    // Its next datagram panics inside the call's turn; the worker and call b go on.
+    net.talk(a, 2);
+    let stats = net.ep.stats();
+    assert_eq!(stats.ended.panicked, 1, "{stats:?}");
+    assert_eq!(stats.sessions, 1);
+    assert!(
+        !net.ep.by_call.contains_key(&net.peers[a].2),
+        "its indexes are gone"
+    );
+    assert_eq!(net.ep.connecting(), 0);
+    assert!(net.talk(b, 10) >= 9, "the other call still echoes");
+}
+
+#[test]
+fn connecting_calls_are_counted_until_they_connect_or_expire() {
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    for i in 0..5 {
+        net.call(
+            &format!("198.51.100.20:{}", 40000 + i),
+            Path::Lost,
+            "loopback",
+        );
+    }
+    assert_eq!(net.ep.connecting(), 6);
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    assert_eq!(net.ep.connecting(), 5, "the connected call left the count");
+    net.run(lifecycle().setup_deadline + Duration::from_secs(2));
+    assert_eq!(net.ep.connecting(), 0, "the ones that never came expired");
+    assert_eq!(net.ep.len(), 1);
 }
 
 #[test]

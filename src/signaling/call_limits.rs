@@ -1,0 +1,264 @@
+//! Caps signaling puts on calls before any transceiver sees an offer: all calls together
+//! (`--max-calls`), and the calls one client address holds (`--max-calls-per-client`). The
+//! transceivers' own caps ([`crate::transceiver::admission`]) bound each worker; these stop one
+//! client from taking all of them.
+//!
+//! A client is its HTTP peer address. Behind a reverse proxy every client has the proxy's
+//! address, so such a deployment raises or disables the per-client cap and lets the proxy
+//! limit clients.
+//!
+//! Signaling learns when a call starts but not when it ends (the transceiver ends it on
+//! timeouts and hang-ups signaling never sees), so a client's calls are counted from the ids it
+//! was given and checked against the transceivers' live calls only when the client reaches its
+//! cap, at most once per [`RECHECK`]: a client under its cap costs a map lookup.
+
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// How often a client at its cap may make signaling ask the transceivers which of its calls
+/// still live; refusals in between are answered from memory.
+pub const RECHECK: Duration = Duration::from_secs(1);
+
+#[derive(clap::Args, Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallLimits {
+    /// Calls (live and setting up) signaling places in all, over every transceiver; 0 leaves
+    /// only the transceivers' own caps. More are refused with 503.
+    #[arg(long, env = "VOICE_EDGE_MAX_CALLS", default_value_t = 0)]
+    pub max_calls: usize,
+    /// Calls (live and setting up) one client address may hold; more are refused with 429.
+    /// 0: no cap (load tests; behind a reverse proxy every client shares its address).
+    #[arg(long, env = "VOICE_EDGE_MAX_CALLS_PER_CLIENT", default_value_t = 100)]
+    pub max_calls_per_client: usize,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        crate::flags::defaults()
+    }
+}
+
+#[derive(Default)]
+struct Client {
+    /// Call ids given to this client that were live when last checked (or since).
+    calls: Vec<String>,
+    /// Offers from it being placed now.
+    placing: usize,
+    checked: Option<Instant>,
+}
+
+/// Who holds how many calls.
+#[derive(Default)]
+pub struct ClientCalls {
+    max_per_client: usize,
+    clients: Mutex<HashMap<IpAddr, Client>>,
+}
+
+/// What [`ClientCalls::admit`] decided.
+pub enum Admit {
+    /// Go ahead; the slot is held until the returned guard is dropped or turned into a call.
+    Yes(Slot),
+    /// At the cap, and the live calls were checked recently: refuse.
+    Full,
+    /// At the cap, and due for a check: ask the transceivers which of these still live, then
+    /// [`ClientCalls::keep_live`] and admit again.
+    Recheck(Vec<String>),
+}
+
+/// An admitted offer's place in its client's count.
+pub struct Slot {
+    calls: Arc<ClientCalls>,
+    ip: Option<IpAddr>,
+}
+
+impl Slot {
+    /// The offer became call `call_id`: it counts until it is found ended.
+    pub fn placed(mut self, call_id: &str) {
+        if let Some(ip) = self.ip.take() {
+            let mut clients = self.calls.clients.lock().unwrap();
+            let c = clients.entry(ip).or_default();
+            c.placing = c.placing.saturating_sub(1);
+            c.calls.push(call_id.to_owned());
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Some(ip) = self.ip {
+            let mut clients = self.calls.clients.lock().unwrap();
+            if let Some(c) = clients.get_mut(&ip) {
+                c.placing = c.placing.saturating_sub(1);
+                if c.placing == 0 && c.calls.is_empty() {
+                    clients.remove(&ip);
+                }
+            }
+        }
+    }
+}
+
+impl ClientCalls {
+    pub fn new(max_per_client: usize) -> Self {
+        ClientCalls {
+            max_per_client,
+            clients: Mutex::default(),
+        }
+    }
+
+    /// Whether `ip` may place one more call now (`None`: the peer address is unknown, as in
+    /// in-memory tests; it is not capped).
+    pub fn admit(self: &Arc<Self>, ip: Option<IpAddr>, now: Instant) -> Admit {
+        let (Some(ip), true) = (ip, self.max_per_client > 0) else {
+            return Admit::Yes(Slot {
+                calls: self.clone(),
+                ip: None,
+            });
+        };
+        let mut clients = self.clients.lock().unwrap();
+        let c = clients.entry(ip).or_default();
+        if c.calls.len() + c.placing < self.max_per_client {
+            c.placing += 1;
+            return Admit::Yes(Slot {
+                calls: self.clone(),
+                ip: Some(ip),
+            });
+        }
+        if c.checked.is_some_and(|t| now.duration_since(t) < RECHECK) {
+            return Admit::Full;
+        }
+        c.checked = Some(now);
+        Admit::Recheck(c.calls.clone())
+    }
+
+    /// Forgets the calls of `ip` that were `checked` and not found `live` (the transceivers'
+    /// answer to a [`Admit::Recheck`]); calls placed since the check was asked for stay.
+    pub fn keep_live(&self, ip: IpAddr, checked: &[String], live: &HashSet<String>) {
+        let mut clients = self.clients.lock().unwrap();
+        if let Some(c) = clients.get_mut(&ip) {
+            c.calls
+                .retain(|id| live.contains(id) || !checked.contains(id));
+            if c.calls.is_empty() && c.placing == 0 {
+                clients.remove(&ip);
+            }
+        }
+    }
+
+    /// A call hung up through the API no longer counts.
+    pub fn ended(&self, call_id: &str) {
+        let mut clients = self.clients.lock().unwrap();
+        let mut emptied = None;
+        for (ip, c) in clients.iter_mut() {
+            if let Some(i) = c.calls.iter().position(|id| id == call_id) {
+                c.calls.swap_remove(i);
+                if c.calls.is_empty() && c.placing == 0 {
+                    emptied = Some(*ip);
+                }
+                break;
+            }
+        }
+        if let Some(ip) = emptied {
+            clients.remove(&ip);
+        }
+    }
+
+    /// Clients tracked now (for tests: nothing is kept for a client with no calls).
+    pub fn clients(&self) -> usize {
+        self.clients.lock().unwrap().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn yes(a: Admit) -> Slot {
+        match a {
+            Admit::Yes(s) => s,
+            _ => panic!("refused"),
+        }
+    }
+
+    #[test]
+    fn a_client_at_its_cap_is_refused_until_its_calls_end() {
+        let calls = Arc::new(ClientCalls::new(2));
+        let (ip, other) = (
+            Some("192.0.2.1".parse().unwrap()),
+            Some("192.0.2.2".parse().unwrap()),
+        );
+        let t0 = Instant::now();
+        yes(calls.admit(ip, t0)).placed("a");
+        yes(calls.admit(ip, t0)).placed("b");
+        yes(calls.admit(other, t0)).placed("c");
+        // At the cap: the first refusal asks for a check, the next within RECHECK does not.
+        let Admit::Recheck(ids) = calls.admit(ip, t0) else {
+            panic!("no recheck")
+        };
+        assert_eq!(ids, ["a", "b"]);
+        calls.keep_live(ip.unwrap(), &ids, &["a".to_owned(), "b".to_owned()].into());
+        assert!(matches!(calls.admit(ip, t0 + RECHECK / 2), Admit::Full));
+        // Call b ended on its own: the next check finds it gone and the client may call again.
+        let Admit::Recheck(ids) = calls.admit(ip, t0 + RECHECK) else {
+            panic!("no recheck")
+        };
+        calls.keep_live(ip.unwrap(), &ids, &["a".to_owned()].into());
+        yes(calls.admit(ip, t0 + RECHECK)).placed("d");
+        // A hang-up through the API frees its slot at once.
+        calls.ended("a");
+        let _held = yes(calls.admit(ip, t0 + RECHECK));
+    }
+
+    #[test]
+    fn offers_being_placed_hold_a_slot_and_failures_give_it_back() {
+        let calls = Arc::new(ClientCalls::new(1));
+        let ip = Some("192.0.2.1".parse().unwrap());
+        let t0 = Instant::now();
+        let slot = yes(calls.admit(ip, t0));
+        assert!(
+            !matches!(calls.admit(ip, t0), Admit::Yes(_)),
+            "one in flight fills the cap"
+        );
+        drop(slot); // the offer failed
+        assert_eq!(
+            calls.clients(),
+            0,
+            "nothing is kept for a client with no calls"
+        );
+        yes(calls.admit(ip, t0)).placed("a");
+        calls.ended("a");
+        assert_eq!(calls.clients(), 0);
+    }
+
+    #[test]
+    fn a_call_placed_during_a_check_is_not_forgotten() {
+        let calls = Arc::new(ClientCalls::new(2));
+        let addr: IpAddr = "192.0.2.1".parse().unwrap();
+        let ip = Some(addr);
+        let t0 = Instant::now();
+        yes(calls.admit(ip, t0)).placed("a");
+        let b = yes(calls.admit(ip, t0));
+        let Admit::Recheck(ids) = calls.admit(ip, t0) else {
+            panic!("no recheck")
+        };
+        b.placed("b"); // answered while the transceivers were being asked about "a"
+        calls.keep_live(addr, &ids, &["a".to_owned()].into());
+        assert!(
+            !matches!(calls.admit(ip, t0), Admit::Yes(_)),
+            "a and b are both live: the client is still at its cap"
+        );
+    }
+
+    #[test]
+    fn zero_means_no_cap_and_unknown_peers_are_not_capped() {
+        let calls = Arc::new(ClientCalls::new(0));
+        for i in 0..1000 {
+            yes(calls.admit(Some("192.0.2.1".parse().unwrap()), Instant::now()))
+                .placed(&i.to_string());
+        }
+        let capped = Arc::new(ClientCalls::new(1));
+        for _ in 0..10 {
+            yes(capped.admit(None, Instant::now())).placed("x");
+        }
+        assert_eq!(capped.clients() + calls.clients(), 0);
+    }
+}
