@@ -114,6 +114,8 @@ pub struct Record {
     pub misrouted: u64,
     pub disconnects: u32,
     pub hangup_status: Option<Result<u16, String>>,
+    /// The offer was refused for load (429 or 503) with this status.
+    pub refused: Option<u16>,
 }
 
 impl Record {

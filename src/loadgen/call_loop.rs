@@ -294,6 +294,17 @@ impl CallLoop {
                     s.rec.posted = Some(posted);
                     match result {
                         Err(e) => self.fail(slot, e),
+                        Ok((resp, answered)) if !(200..300).contains(&resp.status) => {
+                            s.rec.answered = Some(answered);
+                            // Turned away for load (admission control): not a failure of
+                            // the calls that were admitted.
+                            if matches!(resp.status, 429 | 503) {
+                                s.rec.refused = Some(resp.status);
+                            }
+                            let why =
+                                format!("HTTP {}: {}", resp.status, super::http::short(&resp.body));
+                            self.fail(slot, why);
+                        }
                         Ok((resp, answered)) => {
                             s.rec.answered = Some(answered);
                             live.location = resp.location;

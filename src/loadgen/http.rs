@@ -158,7 +158,7 @@ pub enum Reply {
         slot: usize,
         /// When the request left (the connect time's zero), not when it was queued.
         posted: Instant,
-        /// The response and when it had fully arrived.
+        /// The response (any status) and when it had fully arrived.
         result: Result<(Response, Instant), String>,
     },
     Hangup {
@@ -193,16 +193,10 @@ pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<Job>, replies
                     cfg.timeout,
                 );
                 let answered = Instant::now();
-                let result = match r {
-                    Ok(resp) if (200..300).contains(&resp.status) => Ok((resp, answered)),
-                    Ok(resp) => Err(format!(
-                        "HTTP {} from {}: {}",
-                        resp.status,
-                        cfg.path,
-                        short(&resp.body)
-                    )),
-                    Err(e) => Err(format!("POST {}: {e:#}", cfg.path)),
-                };
+                // Any status is a reply: the call loop tells an answer from a refusal.
+                let result = r
+                    .map(|resp| (resp, answered))
+                    .map_err(|e| format!("POST {}: {e:#}", cfg.path));
                 (
                     worker,
                     Reply::Offer {

@@ -422,10 +422,16 @@ fn summarize(
         ..Default::default()
     };
     let (mut answer, mut ice, mut dtls, mut echo) = (vec![], vec![], vec![], vec![]);
+    let mut refusal = vec![];
     let mut reasons: HashMap<String, usize> = HashMap::new();
     for w in results {
         rtt.merge(&w.rtt);
         for (_, rec) in w.records {
+            if rec.refused.is_some() {
+                r.refused += 1;
+                refusal.extend(rec.ms_after_post(rec.answered));
+                continue;
+            }
             answer.extend(rec.ms_after_post(rec.answered));
             ice.extend(rec.ms_after_post(rec.ice_connected));
             dtls.extend(rec.ms_after_post(rec.dtls_connected));
@@ -454,6 +460,7 @@ fn summarize(
         }
     }
     r.answer_ms = Percentiles::of(answer);
+    r.refusal_ms = Percentiles::of(refusal);
     r.ice_ms = Percentiles::of(ice);
     r.dtls_ms = Percentiles::of(dtls);
     r.first_echo_ms = Percentiles::of(echo);

@@ -96,7 +96,12 @@ pub struct Report {
     pub workers: usize,
     pub wall_s: f64,
     pub connected: usize,
+    /// Of the admitted calls (offers not refused for load), those that did not work out.
     pub failed: usize,
+    /// Offers refused for load (429/503): admission control at work, not failures.
+    pub refused: usize,
+    /// Offer posted → refusal received.
+    pub refusal_ms: Percentiles,
     /// Failure reasons with how many calls each ended, most common first.
     pub failures: Vec<(String, usize)>,
     pub answer_ms: Percentiles,
@@ -158,6 +163,7 @@ impl Report {
         let _ = writeln!(s, "|---|---:|---:|---:|---:|---:|");
         for (name, p) in [
             ("offer posted → answer received", &self.answer_ms),
+            ("offer posted → refusal (429/503)", &self.refusal_ms),
             ("offer posted → ICE connected", &self.ice_ms),
             ("offer posted → DTLS connected", &self.dtls_ms),
             ("offer posted → first echoed packet", &self.first_echo_ms),
@@ -179,6 +185,13 @@ impl Report {
             "| sessions connected (DTLS) / failed | {} / {} of {} |",
             self.connected, self.failed, self.sessions
         );
+        if self.refused > 0 {
+            let _ = writeln!(
+                s,
+                "| offers refused for load (429/503) | {} of {} |",
+                self.refused, self.sessions
+            );
+        }
         let _ = writeln!(
             s,
             "| packets sent / echoed | {} / {} |",

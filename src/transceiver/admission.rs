@@ -44,6 +44,14 @@ pub struct Capacity {
         default_value_t = 128
     )]
     pub max_connecting: usize,
+    /// Keep placing calls on workers that have no headroom left (only to measure what the
+    /// saturation guard saves: bench/admission).
+    #[arg(
+        id = "admit_when_saturated",
+        long = "admit-when-saturated",
+        env = "VOICE_EDGE_ADMIT_WHEN_SATURATED"
+    )]
+    pub admit_when_saturated: bool,
 }
 
 impl Default for Capacity {
@@ -118,7 +126,7 @@ impl WorkerLoad {
     /// squeeze through the last slot.
     pub fn admits(&self, cap: &Capacity) -> Result<(), Refusal> {
         let pending = self.pending.load(Ordering::Relaxed);
-        if self.saturated.load(Ordering::Relaxed) {
+        if self.saturated.load(Ordering::Relaxed) && !cap.admit_when_saturated {
             Err(Refusal::Saturated)
         } else if self.calls.load(Ordering::Relaxed) + pending >= cap.max_calls {
             Err(Refusal::Full)
@@ -283,6 +291,7 @@ mod tests {
         let cap = Capacity {
             max_calls: 3,
             max_connecting: 2,
+            admit_when_saturated: false,
         };
         let load = WorkerLoad::default();
         assert_eq!(load.admits(&cap), Ok(()));
