@@ -166,12 +166,17 @@ impl RelaySlot {
             .unwrap_or_default()
     }
 
+    /// The new relay's sockets are bound before the old relay stops (SO_REUSEPORT lets both
+    /// hold the ports for that moment), so no one can take the ports in between, and a bind
+    /// that fails leaves the old relay serving instead of no relay at all.
     pub fn restart(&self) -> anyhow::Result<()> {
         let mut slot = self.handle.lock().unwrap();
+        let sockets = relay::RelaySockets::bind(self.cfg.listen, self.cfg.link, self.cfg.workers)
+            .map_err(|e| e.context("restart-relay: the old relay keeps serving"))?;
         if let Some(h) = slot.take() {
             h.stop();
         }
-        *slot = Some(relay::spawn(self.cfg.clone())?);
+        *slot = Some(relay::spawn_bound(self.cfg.clone(), sockets)?);
         Ok(())
     }
 

@@ -148,3 +148,54 @@ async fn without_cache_or_learning_media_waits_for_the_next_consent_check() {
         o.gap
     );
 }
+
+/// Restarting used to close the relay's sockets before binding new ones: anything that bound
+/// the port in between (another process, a squatter) left the cluster with no relay at all. Now
+/// the new sockets are bound first, so the port is never free.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_never_leaves_the_relay_port_free() {
+    let _serial = ONE_AT_A_TIME.lock().await;
+    let server = allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let port = server.media_bind;
+    // A squatter that binds the port (without SO_REUSEPORT) the moment it is free.
+    let stop = Arc::new(AtomicBool::new(false));
+    let squatter = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < deadline {
+                if let Ok(s) = std::net::UdpSocket::bind(port) {
+                    return Some(s);
+                }
+                std::thread::yield_now();
+            }
+            None
+        })
+    };
+    for i in 0..10 {
+        let r = http_post(
+            server.http_addr,
+            "/admin/actions/restart-relay",
+            "application/json",
+            b"",
+        )
+        .await;
+        assert_eq!(r.status, 200, "restart {i}: {}", r.body);
+    }
+    stop.store(true, Ordering::Relaxed);
+    let squatted = squatter.join().unwrap();
+    assert!(squatted.is_none(), "the port was free during a restart");
+    let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    assert!(
+        c.echo_round(7, 10).await >= 8,
+        "the restarted relay carries calls"
+    );
+    server.shutdown().await;
+}
