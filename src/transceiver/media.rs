@@ -44,6 +44,24 @@ pub struct TtsFailure {
     pub message: String,
 }
 
+impl TtsFailure {
+    /// The synthesis pool's queue was full.
+    pub fn busy(busy: tts::pool::Busy) -> Self {
+        TtsFailure {
+            code: "speech_synthesis_busy",
+            message: format!("This response was not spoken: {busy}. Try again shortly."),
+        }
+    }
+
+    /// The synthesizer failed; `message` is the pool's, for the client.
+    pub fn failed(message: String) -> Self {
+        TtsFailure {
+            code: "speech_synthesis_failed",
+            message,
+        }
+    }
+}
+
 /// The response whose speech is being synthesized; dropping it (the response stopped, or the
 /// call is gone) cancels the synthesis.
 #[derive(Debug)]

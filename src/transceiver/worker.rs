@@ -275,10 +275,7 @@ fn start_tts(s: Synthesis, mailbox: &Mailbox) -> Result<(), (String, String, Tts
         let (mailbox, call_id, response_id) = reply;
         let speech = match outcome {
             Outcome::Spoken(speech) => Ok(speech),
-            Outcome::Failed(message) => Err(TtsFailure {
-                code: "speech_synthesis_failed",
-                message,
-            }),
+            Outcome::Failed(message) => Err(TtsFailure::failed(message)),
             Outcome::Cancelled(_) => return,
         };
         let _ = mailbox.send_blocking(Command::TtsReady {
@@ -289,10 +286,6 @@ fn start_tts(s: Synthesis, mailbox: &Mailbox) -> Result<(), (String, String, Tts
     });
     submitted.map_err(|busy| {
         log::warn!("{call_id}: {response_id} not spoken: {busy}");
-        let failure = TtsFailure {
-            code: "speech_synthesis_busy",
-            message: busy.to_string(),
-        };
-        (call_id, response_id, failure)
+        (call_id, response_id, TtsFailure::busy(busy))
     })
 }

@@ -33,15 +33,14 @@ pub const QUEUE_CAP: usize = 32;
 pub enum Outcome {
     Spoken(Speech),
     Cancelled(Cancelled),
-    /// The synthesizer panicked; the message is for the client.
+    /// The synthesizer panicked; the message is for the client, as a sentence.
     Failed(String),
 }
 
 /// The queue is full: the job was not accepted (and its callback is dropped uncalled).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "speech synthesis is at capacity ({queued} responses are waiting for {workers} synthesizers); \
-     this response was not spoken, try again shortly"
+    "speech synthesis is at capacity ({queued} responses are waiting for {workers} synthesizers)"
 )]
 pub struct Busy {
     pub queued: usize,
@@ -287,7 +286,7 @@ fn run(job: &Job, synth: Synth, waker: Option<&Arc<EventFd>>) -> Outcome {
         Ok(Err(cancelled)) => Outcome::Cancelled(cancelled),
         Err(_) => {
             log::error!("speech synthesis panicked");
-            Outcome::Failed("speech synthesis failed; this response was not spoken".into())
+            Outcome::Failed("Speech synthesis failed; this response was not spoken.".into())
         }
     }
 }

@@ -658,10 +658,7 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         now,
         &call_id,
         &refused.request.response_id,
-        Err(TtsFailure {
-            code: "speech_synthesis_busy",
-            message: busy.to_string(),
-        }),
+        Err(TtsFailure::busy(busy)),
     );
     net.exchange();
     let peer = &net.peers[a].0;
