@@ -4,9 +4,9 @@
 //! - **espeak-ng** (Debian package `espeak-ng`): the text goes in on stdin (so nothing in it can
 //!   be read as an option), a WAV (22.05 kHz mono 16-bit) comes back on stdout, is resampled to
 //!   48 kHz and word start times are estimated by character count within the voiced span, with
-//!   extra weight for the pauses espeak makes at punctuation. The subprocess is killed after 5 s.
-//!   **It blocks for tens of milliseconds: call it off any latency-critical thread** (a blocking
-//!   pool or a thread of its own), never on a transceiver socket loop.
+//!   extra weight for the pauses espeak makes at punctuation. The subprocess is killed after 5 s,
+//!   or at once when its job is cancelled. **It blocks for tens of milliseconds: servers run it
+//!   on the [`pool`]**, never on a transceiver socket loop.
 //! - **Shipped words** (`fixtures/tts/words.bin`, ~210 KB, compiled in): about 340 common English
 //!   words, the letters and the digits, each spoken once by espeak-ng (voice en-us) and stored
 //!   as 12 kbps SILK wideband Opus. Text is read word by word from it; a word not in it is
