@@ -6,7 +6,8 @@
 //!   ([`OpusDecoder`], concealing losses) and runs [`Vad`] over the PCM, yielding
 //!   [`VadEvent::SpeechStarted`] / [`VadEvent::SpeechStopped`].
 //! - The echo model fetches the turn's packets with [`InputBuffer::frames_between`]; the TTS model
-//!   gets PCM and word times from [`tts::synthesize`] (blocking: run it off the socket loop).
+//!   gets PCM and word times from the synthesis [`tts::Pool`] (a fixed set of workers off the
+//!   socket loop; a job stops when its response is cancelled).
 //! - A [`Player`] sends either one back in real time, 20 ms per frame, encoding TTS PCM with
 //!   [`OpusEncoder`] as it goes, and stops at once on barge-in.
 //!

@@ -8,6 +8,7 @@ use super::events::{ClientError, required_str};
 use super::items::{Item, Origin, audio_ms, client_item};
 use super::response::ResponseRequest;
 use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
+use super::session_limits::check_update_size;
 use super::{Action, Behaviour, Conversation, input::Pending};
 
 /// Client event types this server handles, for the unknown-type error message.
@@ -51,7 +52,7 @@ impl Conversation {
             .map(str::to_owned);
         let result = match obj.get("type").and_then(Value::as_str) {
             None => Err(ClientError::missing("type")),
-            Some(kind) => self.dispatch(kind, &obj),
+            Some(kind) => self.dispatch(kind, &obj, text.len()),
         };
         if let Err(mut e) = result {
             e.event_id = event_id;
@@ -59,9 +60,10 @@ impl Conversation {
         }
     }
 
-    fn dispatch(&mut self, kind: &str, obj: &Obj) -> Result<(), ClientError> {
+    /// `len`: the event's size as received.
+    fn dispatch(&mut self, kind: &str, obj: &Obj, len: usize) -> Result<(), ClientError> {
         match kind {
-            "session.update" => self.session_update(obj),
+            "session.update" => self.session_update(obj, len),
             "input_audio_buffer.append" => self.input_append(obj),
             "input_audio_buffer.commit" => self.input_commit(),
             "input_audio_buffer.clear" => {
@@ -98,7 +100,8 @@ impl Conversation {
         }
     }
 
-    fn session_update(&mut self, obj: &Obj) -> Result<(), ClientError> {
+    fn session_update(&mut self, obj: &Obj, len: usize) -> Result<(), ClientError> {
+        check_update_size(len)?;
         let update = obj
             .get("session")
             .ok_or_else(|| ClientError::missing("session"))?;

@@ -46,9 +46,9 @@ impl Outbox {
     }
 }
 
-/// A refused client event. `event_id` is filled in by the dispatcher so that every error echoes
-/// the client's id: the SDK releases a pending `response.create` or history request only when
-/// `error.event_id` matches.
+/// An `error` event's contents: mostly a refused client event, whose `event_id` is filled in by
+/// the dispatcher so that every such error echoes the client's id: the SDK releases a pending
+/// `response.create` or history request only when `error.event_id` matches.
 #[derive(Debug, Clone)]
 pub(super) struct ClientError {
     pub kind: &'static str,
@@ -66,6 +66,15 @@ impl ClientError {
             message: message.into(),
             param: None,
             event_id: None,
+        }
+    }
+
+    /// The server could not do what was asked (not the client's mistake); the event carries no
+    /// client `event_id`.
+    pub fn server(code: &'static str, message: impl Into<String>) -> Self {
+        ClientError {
+            kind: "server_error",
+            ..ClientError::new(code, message)
         }
     }
 

@@ -8,6 +8,7 @@
 //! they carry are decided in exactly one place.
 //!
 //! Layout: `session_config` holds the effective session object and `session.update` rules,
+//! `session_limits` the bounds that keep the session within one data-channel message,
 //! `items` the ordered conversation, `input` the caller's uncommitted audio, `response` one
 //! response's state and wire objects, `replies` what the echo and TTS models say, `client` the
 //! dispatch of client events, `turn_detection` the caller-side turn events (fed by the media
@@ -21,6 +22,7 @@ mod items;
 mod replies;
 mod response;
 mod session_config;
+pub mod session_limits;
 mod turn;
 mod turn_detection;
 

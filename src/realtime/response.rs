@@ -11,7 +11,9 @@ use serde_json::{Value, json};
 
 /// Speaking-rate estimate for pacing TTS text before its real length is known (150 wpm).
 pub(super) const MS_PER_WORD: u64 = 400;
-/// Bounds one reply's deltas and the text handed to the synthesizer.
+/// Bounds one reply's deltas and the text handed to the synthesizer, with
+/// [`crate::audio::tts::MAX_TEXT_BYTES`]: the transcript is cut where the synthesizer would stop,
+/// so the client reads exactly what it hears.
 pub(super) const MAX_WORDS: usize = 1000;
 
 /// Per-response overrides from `response.create`, already validated.
@@ -118,14 +120,11 @@ impl ActiveResponse {
     }
 
     /// The `response` object for `response.created` (`output` empty, `usage` null) or
-    /// `response.done`.
-    pub fn object(&self, status: &str, reason: Option<&str>, output: Vec<Value>) -> Value {
+    /// `response.done`; `details` is its `status_details` (null when there is nothing to say).
+    pub fn object(&self, status: &str, details: Value, output: Vec<Value>) -> Value {
         let mut obj = self.shell.clone();
         obj["status"] = Value::from(status);
-        obj["status_details"] = match reason {
-            Some(r) => json!({"type": status, "reason": r}),
-            None => Value::Null,
-        };
+        obj["status_details"] = details;
         obj["output"] = Value::Array(output);
         obj["usage"] = if status == "in_progress" {
             Value::Null
@@ -173,12 +172,25 @@ pub(super) fn rate_limits(input_tokens: u64) -> Value {
     ]})
 }
 
-/// Words of a reply, capped at [`MAX_WORDS`].
+/// Words of a reply: at most [`MAX_WORDS`], and no more than fit in
+/// [`crate::audio::tts::MAX_TEXT_BYTES`] joined by single spaces (a single word longer than that
+/// is cut at a character boundary, as the synthesizer would cut it).
 pub(super) fn words(text: &str) -> Vec<String> {
-    text.split_whitespace()
-        .take(MAX_WORDS)
-        .map(str::to_owned)
-        .collect()
+    let max = crate::audio::tts::MAX_TEXT_BYTES;
+    let mut out: Vec<String> = Vec::new();
+    let mut len = 0;
+    for w in text.split_whitespace().take(MAX_WORDS) {
+        let sep = usize::from(!out.is_empty());
+        if len + sep + w.len() > max {
+            if out.is_empty() {
+                out.push(crate::audio::tts::bounded(w).to_owned());
+            }
+            break;
+        }
+        len += sep + w.len();
+        out.push(w.to_owned());
+    }
+    out
 }
 
 /// The words of `words` heard in `played_ms` of `total_ms` (the same rule as the deltas).

@@ -1,13 +1,54 @@
 //! The effective session object and the `session.update` rules.
 //!
 //! The config is kept as the JSON the client sees, because `session.created`/`session.updated`
-//! must carry the *full effective* object and unknown keys the SDK passes through (for example
-//! `turn_detection.model_version`, `prompt`, `reasoning`) must survive a round trip. Typed
-//! views ([`TurnDetection`], [`voice_name`]) are read from it on demand.
+//! must carry the *full effective* object and fields we do not act on (`prompt`, `reasoning`,
+//! `turn_detection.model_version`, …) must survive a round trip. Typed views
+//! ([`TurnDetection`], [`voice_name`]) are read from it on demand.
+//!
+//! What is kept is bounded: a key outside the session types is refused, as the service refuses
+//! it (`unknown_parameter`), rather than stored for the life of the call, and the merged session
+//! must fit the limits of [`super::session_limits`]. The one open object is `turn_detection`,
+//! whose unknown keys the SDK passes through; the whole-session bound covers it.
 
 use serde_json::{Map, Value, json};
 
 use super::events::ClientError;
+use super::session_limits::check_session;
+
+/// The keys of a `session.update`'s session: `RealtimeSessionCreateRequest` in the `openai`
+/// types (npm 7.59.0, `resources/realtime/realtime.d.ts`; the GA API). `@openai/agents-realtime`
+/// 0.20.0 sends `type`, `model`, `instructions`, `output_modalities`, `audio`, `tool_choice`,
+/// `tools`, `tracing`, and when configured `parallel_tool_calls`, `reasoning` and `prompt`.
+const SESSION_KEYS: &[&str] = &[
+    "type",
+    "audio",
+    "include",
+    "instructions",
+    "max_output_tokens",
+    "model",
+    "output_modalities",
+    "parallel_tool_calls",
+    "prompt",
+    "reasoning",
+    "tool_choice",
+    "tools",
+    "tracing",
+    "truncation",
+];
+
+/// The server's fields of a session object (`RealtimeSessionCreateResponse`): accepted so that a
+/// client may send back a session it was given, and ignored.
+const SERVER_KEYS: &[&str] = &["id", "object", "expires_at"];
+
+/// `RealtimeAudioConfig` and its `input`/`output`, the objects an update merges key by key.
+const AUDIO_KEYS: &[&str] = &["input", "output"];
+const AUDIO_INPUT_KEYS: &[&str] = &[
+    "format",
+    "noise_reduction",
+    "transcription",
+    "turn_detection",
+];
+const AUDIO_OUTPUT_KEYS: &[&str] = &["format", "speed", "voice"];
 
 /// The turn-detection settings the media side's VAD should use.
 #[derive(Debug, Clone, PartialEq)]
@@ -85,8 +126,8 @@ pub(super) fn default_config(session_id: &str, model: &str) -> Value {
 /// does not inherit the old `rate`). `turn_detection` merges into the current settings when the
 /// type is unchanged and starts from that type's defaults when it changes, so
 /// `{type:"semantic_vad"}` becomes a complete semantic config. `id`, `object` and `expires_at`
-/// are the server's and are ignored. `voice_locked` refuses a voice change once assistant audio
-/// exists, as the service documents.
+/// are the server's and are ignored. A key outside the session types is refused. `voice_locked`
+/// refuses a voice change once assistant audio exists, as the service documents.
 pub(super) fn apply_update(
     current: &Value,
     update: &Value,
@@ -95,6 +136,7 @@ pub(super) fn apply_update(
     let Value::Object(update) = update else {
         return Err(ClientError::wrong_type("session", "an object"));
     };
+    refuse_unknown_keys(update)?;
     let mut next = current.clone();
     let Value::Object(cfg) = &mut next else {
         unreachable!("the config is always an object");
@@ -109,6 +151,7 @@ pub(super) fn apply_update(
         }
     }
     validate(&next)?;
+    check_session(&next)?;
     if voice_locked && current["audio"]["output"]["voice"] != next["audio"]["output"]["voice"] {
         return Err(ClientError::new(
             "cannot_update_voice",
@@ -117,6 +160,42 @@ pub(super) fn apply_update(
         .param("session.audio.output.voice"));
     }
     Ok(next)
+}
+
+/// The service's answer to a key it does not know, for the first such key in `update`.
+fn refuse_unknown_keys(update: &Map<String, Value>) -> Result<(), ClientError> {
+    let unknown = |param: String| {
+        Err(ClientError::new(
+            "unknown_parameter",
+            format!("Unknown parameter: '{param}'."),
+        )
+        .param(param))
+    };
+    for key in update.keys() {
+        if !SESSION_KEYS.contains(&key.as_str()) && !SERVER_KEYS.contains(&key.as_str()) {
+            return unknown(format!("session.{key}"));
+        }
+    }
+    // Wrong types here are left for the merge to name.
+    let Some(Value::Object(audio)) = update.get("audio") else {
+        return Ok(());
+    };
+    for (dir, fields) in audio {
+        if !AUDIO_KEYS.contains(&dir.as_str()) {
+            return unknown(format!("session.audio.{dir}"));
+        }
+        let known = if dir == "input" {
+            AUDIO_INPUT_KEYS
+        } else {
+            AUDIO_OUTPUT_KEYS
+        };
+        if let Value::Object(fields) = fields
+            && let Some(key) = fields.keys().find(|k| !known.contains(&k.as_str()))
+        {
+            return unknown(format!("session.audio.{dir}.{key}"));
+        }
+    }
+    Ok(())
 }
 
 fn merge_audio(cfg: &mut Map<String, Value>, update: &Value) -> Result<(), ClientError> {
@@ -186,8 +265,38 @@ fn validate(cfg: &Value) -> Result<(), ClientError> {
         return Err(ClientError::wrong_type("session.instructions", "a string"));
     }
     validate_modalities(&cfg["output_modalities"], "session.output_modalities")?;
-    if !cfg["tools"].is_array() {
+    let Some(tools) = cfg["tools"].as_array() else {
         return Err(ClientError::wrong_type("session.tools", "an array"));
+    };
+    if let Some(i) = tools.iter().position(|t| !t.is_object()) {
+        return Err(ClientError::wrong_type(
+            &format!("session.tools[{i}]"),
+            "an object",
+        ));
+    }
+    if !matches!(cfg["parallel_tool_calls"], Value::Null | Value::Bool(_)) {
+        return Err(ClientError::wrong_type(
+            "session.parallel_tool_calls",
+            "a boolean",
+        ));
+    }
+    for key in ["prompt", "reasoning"] {
+        if !matches!(cfg[key], Value::Null | Value::Object(_)) {
+            return Err(ClientError::wrong_type(
+                &format!("session.{key}"),
+                "an object or null",
+            ));
+        }
+    }
+    match &cfg["truncation"] {
+        Value::String(s) if s == "auto" || s == "disabled" => {}
+        Value::Object(_) => {}
+        other => return Err(ClientError::invalid("session.truncation", other)),
+    }
+    match &cfg["include"] {
+        Value::Null => {}
+        Value::Array(a) if a.iter().all(Value::is_string) => {}
+        other => return Err(ClientError::invalid("session.include", other)),
     }
     match &cfg["tool_choice"] {
         Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => {}

@@ -2,17 +2,28 @@
 //! `rate_limits.updated`, the assistant item and content part, `Speak` + `output_audio_buffer.started`,
 //! transcript deltas paced by playback, then on `on_audio_done` the `.done` events, `response.done`
 //! and `output_audio_buffer.stopped`. A cancelled response (client cancel, clear, barge-in) sends
-//! the same `.done` events with what was heard, status `incomplete`/`cancelled`, so every
+//! the same `.done` events with what was heard, status `incomplete`/`cancelled`, and so does one
+//! whose audio could not be made (status `failed`, after an `error` saying why), so every
 //! `response.created` is followed by exactly one `response.done`.
 
 use serde_json::{Value, json};
 
+use super::events::ClientError;
 use super::items::{Item, Origin, assistant_item};
 use super::replies::{Prompt, choose, transcript};
 use super::response::{
     ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
 };
 use super::{Action, Conversation, Reply};
+
+/// How a response ends, for its `.done` events.
+enum End<'a> {
+    Completed,
+    /// `status_details.reason`: `client_cancelled` or `turn_detected`.
+    Cancelled(&'a str),
+    /// Its audio could not be made; the error is also sent as an `error` event.
+    Failed(&'a ClientError),
+}
 
 /// What a cancellation stopped, for the events that follow it.
 pub(super) struct Stopped {
@@ -63,13 +74,30 @@ impl Conversation {
         }
     }
 
+    /// The media side could not make `response_id`'s audio (the synthesizer refused or failed):
+    /// an `error` saying why, then the response ends `failed` with nothing heard, and the call
+    /// goes on. Ignored for a response that already ended.
+    pub fn on_audio_failed(&mut self, response_id: &str, code: &'static str, message: &str) {
+        if !self
+            .active
+            .as_ref()
+            .is_some_and(|r| r.id == response_id && r.audio)
+        {
+            return;
+        }
+        let error = ClientError::server(code, message);
+        self.out.error(error.clone());
+        self.finish(End::Failed(&error));
+        self.after_response();
+    }
+
     /// Opens a response (the caller has checked none is active): the `.created`/`.added`
     /// events, then `Speak` for audio, or the whole text response at once.
     pub(super) fn start_response(&mut self, req: ResponseRequest) {
         let (r, reply) = self.plan_response(&req);
         let (id, item_id, audio) = (r.id.clone(), r.item_id.clone(), r.audio);
         let in_conversation = r.in_conversation;
-        let body = json!({ "response": r.object("in_progress", None, Vec::new()) });
+        let body = json!({ "response": r.object("in_progress", Value::Null, Vec::new()) });
         self.out.emit("response.created", body);
         let used = r.input_tokens["text_tokens"].as_u64().unwrap_or(0)
             + r.input_tokens["audio_tokens"].as_u64().unwrap_or(0);
@@ -238,13 +266,22 @@ impl Conversation {
         }
     }
 
-    /// The `.done` events for text/audio, part, item and response. `reason` = cancelled.
-    fn finish(&mut self, reason: Option<&str>) {
-        let (status, item_status) = match reason {
-            None => ("completed", "completed"),
-            Some(_) => ("cancelled", "incomplete"),
+    /// The `.done` events for text/audio, part, item and response.
+    fn finish(&mut self, end: End<'_>) {
+        let (status, item_status, details) = match end {
+            End::Completed => ("completed", "completed", Value::Null),
+            End::Cancelled(reason) => (
+                "cancelled",
+                "incomplete",
+                json!({"type": "cancelled", "reason": reason}),
+            ),
+            End::Failed(e) => (
+                "failed",
+                "incomplete",
+                json!({"type": "failed", "error": {"type": e.kind, "code": e.code, "message": e.message}}),
+            ),
         };
-        if reason.is_none() {
+        if matches!(end, End::Completed) {
             self.send_due_deltas(true);
         }
         let Some(r) = self.active.as_ref() else {
@@ -269,7 +306,7 @@ impl Conversation {
             "response.output_item.done",
             json!({ "response_id": r.id, "output_index": 0, "item": item }),
         );
-        let response = r.object(status, reason, vec![item.clone()]);
+        let response = r.object(status, details, vec![item.clone()]);
         let (id, audio, in_conversation, item_id) =
             (r.id.clone(), r.audio, r.in_conversation, r.item_id.clone());
         if in_conversation {
@@ -284,7 +321,9 @@ impl Conversation {
         self.out
             .emit("response.done", json!({ "response": response }));
         self.active = None;
-        if audio && reason.is_none() {
+        // A cancel drops the buffer (the caller sends `cleared`); otherwise it has run dry,
+        // empty when the audio failed.
+        if audio && !matches!(end, End::Cancelled(_)) {
             self.out
                 .emit("output_audio_buffer.stopped", json!({ "response_id": id }));
         }
@@ -299,7 +338,7 @@ impl Conversation {
                 r.played_ms = r.total_ms;
             }
         }
-        self.finish(None);
+        self.finish(End::Completed);
     }
 
     /// Stops and cancels the active response: `StopAudio`, the cancelled `.done` events, then
@@ -318,7 +357,7 @@ impl Conversation {
                 response_id: id.clone(),
             });
         }
-        self.finish(Some(reason));
+        self.finish(End::Cancelled(reason));
         if audio {
             self.out
                 .emit("output_audio_buffer.cleared", json!({ "response_id": id }));

@@ -30,7 +30,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
-use super::media::TtsRequest;
+use super::media::{TtsFailure, TtsRequest};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
 use super::{CallInfo, CreatedCall, EndCounters, TransceiverConfig, WorkerStats};
@@ -208,13 +208,14 @@ impl Endpoint {
         r
     }
 
-    /// Speech synthesized for a call's response (see [`Endpoint::poll_synthesis`]).
+    /// Speech synthesized for a call's response, or why there is none (see
+    /// [`Endpoint::poll_synthesis`]).
     pub fn tts_ready(
         &mut self,
         now: Instant,
         call_id: &str,
         response_id: &str,
-        speech: crate::audio::tts::Speech,
+        speech: Result<crate::audio::tts::Speech, TtsFailure>,
     ) {
         if let Some(&key) = self.by_call.get(call_id) {
             self.isolate(now, key, |s| s.on_tts_ready(now, response_id, speech));

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use super::Command;
 use crate::wakeup::EventFd;
 
-/// The sending side, cheap to clone: signaling's handle and the TTS threads hold one.
+/// The sending side, cheap to clone: signaling's handle and the synthesis pool's callbacks
+/// hold one.
 #[derive(Clone)]
 pub(super) struct Mailbox {
     tx: async_channel::Sender<Command>,
@@ -48,7 +49,7 @@ impl Mailbox {
         Ok(())
     }
 
-    /// For plain threads (TTS); blocks while the queue is full.
+    /// For plain threads (the synthesis pool); blocks while the queue is full.
     pub fn send_blocking(&self, c: Command) -> Result<(), Closed> {
         self.tx.send_blocking(c).map_err(|_| Closed)?;
         self.wake.notify();

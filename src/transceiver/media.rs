@@ -4,8 +4,10 @@
 //! Two modes. `loopback` reflects every frame at once (the network reference used by the
 //! transport tests and the load generator). `voice` is what the Realtime stubs need: decode
 //! for VAD, keep the caller's frames for the echo model, synthesize text for the TTS stub (off
-//! the socket thread: the worker runs [`TtsRequest`]s and hands back the speech), and stop
-//! outgoing audio within the packet that detects a barge-in.
+//! the socket thread: the worker hands [`TtsRequest`]s to the synthesis pool and the speech
+//! back), and stop outgoing audio within the packet that detects a barge-in. A response that
+//! stops while its speech is being made (cancel, barge-in, the call ending) cancels the
+//! synthesis too.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -31,6 +33,41 @@ pub struct TtsRequest {
     pub response_id: String,
     pub text: String,
     pub voice: String,
+    /// Fires when the response stops before its speech is back.
+    pub cancel: tts::CancelToken,
+}
+
+/// Why a response's speech did not come back: an `error` event's code and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TtsFailure {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl TtsFailure {
+    /// The synthesis pool's queue was full.
+    pub fn busy(busy: tts::pool::Busy) -> Self {
+        TtsFailure {
+            code: "speech_synthesis_busy",
+            message: format!("This response was not spoken: {busy}. Try again shortly."),
+        }
+    }
+
+    /// The synthesizer failed; `message` is the pool's, for the client.
+    pub fn failed(message: String) -> Self {
+        TtsFailure {
+            code: "speech_synthesis_failed",
+            message,
+        }
+    }
+}
+
+/// The response whose speech is being synthesized; dropping it (the response stopped, or the
+/// call is gone) cancels the synthesis.
+#[derive(Debug)]
+struct AwaitingTts {
+    response_id: String,
+    _cancel: tts::CancelOnDrop,
 }
 
 /// Latencies measured at the server, per call (the last occurrence of each).
@@ -53,8 +90,7 @@ pub enum Media {
 pub struct Voice {
     listener: Listener,
     player: Option<Player>,
-    /// The response whose speech is being synthesized.
-    awaiting_tts: Option<String>,
+    awaiting_tts: Option<AwaitingTts>,
     last_packet: Option<Instant>,
     /// When input time was last advanced by the clock (packets stopped mid-turn).
     idle_checked: Option<Instant>,
@@ -122,10 +158,11 @@ impl Media {
         }
     }
 
+    /// A response's speech, or why there is none.
     pub fn on_tts_ready(
         &mut self,
         response_id: &str,
-        speech: tts::Speech,
+        speech: Result<tts::Speech, TtsFailure>,
         conv: &mut Conversation,
     ) {
         if let Media::Voice(v) = self {
@@ -255,17 +292,23 @@ impl Voice {
                     None
                 }
                 Reply::Text { text } => {
-                    self.awaiting_tts = Some(response_id.clone());
+                    let cancel = tts::CancelToken::new();
+                    // Replacing a still-awaited response (never expected) cancels it.
+                    self.awaiting_tts = Some(AwaitingTts {
+                        response_id: response_id.clone(),
+                        _cancel: tts::CancelOnDrop(cancel.clone()),
+                    });
                     Some(TtsRequest {
                         response_id,
                         text,
                         voice: conv.voice().to_owned(),
+                        cancel,
                     })
                 }
             },
             Action::StopAudio { response_id } => {
-                if self.awaiting_tts.as_deref() == Some(response_id.as_str()) {
-                    self.awaiting_tts = None;
+                if self.awaiting(&response_id) {
+                    self.awaiting_tts = None; // cancels its synthesis
                 }
                 if let Some(p) = self.player.as_mut()
                     && p.response_id() == response_id
@@ -299,11 +342,26 @@ impl Voice {
         self.first_frame_pending = true;
     }
 
-    fn on_tts_ready(&mut self, response_id: &str, speech: tts::Speech, conv: &mut Conversation) {
-        if self.awaiting_tts.as_deref() != Some(response_id) {
-            return; // cancelled while synthesizing
+    fn awaiting(&self, response_id: &str) -> bool {
+        self.awaiting_tts
+            .as_ref()
+            .is_some_and(|a| a.response_id == response_id)
+    }
+
+    fn on_tts_ready(
+        &mut self,
+        response_id: &str,
+        speech: Result<tts::Speech, TtsFailure>,
+        conv: &mut Conversation,
+    ) {
+        if !self.awaiting(response_id) {
+            return; // stopped while synthesizing
         }
         self.awaiting_tts = None;
+        let speech = match speech {
+            Ok(speech) => speech,
+            Err(f) => return conv.on_audio_failed(response_id, f.code, &f.message),
+        };
         if speech.pcm48k.is_empty() {
             conv.on_audio_done(response_id);
             return;

@@ -202,11 +202,11 @@ pub(crate) enum Command {
     Stats {
         reply: tokio::sync::oneshot::Sender<WorkerStats>,
     },
-    /// Speech synthesized off the socket thread for a call's response.
+    /// Speech synthesized off the socket thread for a call's response, or why there is none.
     TtsReady {
         call_id: String,
         response_id: String,
-        speech: crate::audio::tts::Speech,
+        speech: Result<crate::audio::tts::Speech, media::TtsFailure>,
     },
 }
 

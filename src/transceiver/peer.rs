@@ -15,7 +15,9 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::peer_connection::configuration::RTCConfigurationBuilder;
 use rtc::peer_connection::configuration::interceptor_registry::configure_rtcp_reports;
 use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
-use rtc::peer_connection::configuration::setting_engine::SettingEngineBuilder;
+use rtc::peer_connection::configuration::setting_engine::{
+    SctpMaxMessageSize, SettingEngineBuilder,
+};
 use rtc::peer_connection::sdp::RTCSessionDescription;
 use rtc::peer_connection::transport::{
     CandidateConfig, CandidateHostConfig, RTCDtlsRole, RTCIceCandidate,
@@ -29,6 +31,13 @@ use rtp::rtp_sender::{
     RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
     RtpCodecKind,
 };
+
+// The setting engine below keeps rtc's SCTP max-message-size, and the Realtime engine sizes the
+// session so that `session.updated` fits one message of it: the two must agree.
+const _: () = assert!(
+    crate::realtime::session_limits::DATA_CHANNEL_MESSAGE_LIMIT
+        == SctpMaxMessageSize::DEFAULT_MESSAGE_SIZE as usize
+);
 
 /// Opus as browsers offer it; 111 is Chromium's and Firefox's payload type, and the answer
 /// follows the offer's numbering anyway. Shared with the load generator and the tests' client,

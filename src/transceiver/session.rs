@@ -20,7 +20,7 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
-use super::media::{Media, TtsRequest, VoiceTimings};
+use super::media::{Media, TtsFailure, TtsRequest, VoiceTimings};
 use crate::audio::tts;
 use crate::realtime::Conversation;
 
@@ -252,7 +252,12 @@ impl Session {
         std::mem::take(&mut self.tts_requests)
     }
 
-    pub fn on_tts_ready(&mut self, now: Instant, response_id: &str, speech: tts::Speech) {
+    pub fn on_tts_ready(
+        &mut self,
+        now: Instant,
+        response_id: &str,
+        speech: Result<tts::Speech, TtsFailure>,
+    ) {
         self.media.on_tts_ready(response_id, speech, &mut self.conv);
         self.drive(now);
     }

@@ -12,7 +12,9 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use super::admission::{Saturation, SharedLoad, Window};
 use super::endpoint::{Endpoint, Synthesis, Transmit};
 use super::mailbox::{Inbox, Mailbox};
+use super::media::{TtsFailure, TtsRequest};
 use super::{Command, TransceiverConfig};
+use crate::audio::tts::{Outcome, Pool};
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
@@ -38,7 +40,7 @@ pub(super) struct WorkerParts {
     pub certificate: RTCCertificate,
     pub load: SharedLoad,
     pub stop: Arc<AtomicBool>,
-    /// This worker's own command queue, where TTS threads hand speech back.
+    /// This worker's own command queue, where the synthesis pool hands speech back.
     pub mailbox: Mailbox,
     /// A relay in this process, reached in memory (see [`crate::routing::local_link`]): the
     /// table of in-process link addresses and this worker's own queue in it.
@@ -216,9 +218,17 @@ impl Worker {
         self.local_inbox = Some(inbox);
     }
 
-    /// Sends what the endpoint queued (a `sendmmsg` per [`BATCH`]), starts what it wants
-    /// synthesized, publishes the call count.
+    /// Hands what the endpoint wants synthesized to the pool, sends what it queued (a
+    /// `sendmmsg` per [`BATCH`]), publishes the call count. Synthesis goes first: a refusal
+    /// fails its response at once, and those events leave in this same send.
     fn output(&mut self, fd: RawFd) {
+        while let Some(s) = self.endpoint.poll_synthesis() {
+            if let Err((call_id, response_id, failure)) = start_tts(s, &self.mailbox) {
+                let now = Instant::now();
+                self.endpoint
+                    .tts_ready(now, &call_id, &response_id, Err(failure));
+            }
+        }
         let endpoint = &mut self.endpoint;
         self.outgoing
             .extend(std::iter::from_fn(|| endpoint.poll_transmit()));
@@ -256,9 +266,6 @@ impl Worker {
                 );
             }
             self.outgoing.clear();
-        }
-        while let Some(s) = self.endpoint.poll_synthesis() {
-            spawn_tts(s, self.mailbox.clone());
         }
         self.publish_counts();
     }
@@ -357,21 +364,34 @@ impl LoadMeter {
     }
 }
 
-/// Runs the synthesizer (espeak-ng is a subprocess) on its own short-lived thread so the socket
-/// loop never waits for it; the speech comes back as a command.
-fn spawn_tts(s: Synthesis, mailbox: Mailbox) {
+/// Queues a response's speech on the process's synthesis pool (espeak-ng is a subprocess; the
+/// pool's few workers run it) so the socket loop never waits for it; the speech comes back as a
+/// command. Speech for a response that was stopped meanwhile is not sent back: nobody awaits
+/// it. A full pool is returned as the failure to report to the call.
+fn start_tts(s: Synthesis, mailbox: &Mailbox) -> Result<(), (String, String, TtsFailure)> {
     let Synthesis { call_id, request } = s;
-    let spawned = std::thread::Builder::new()
-        .name("tts".into())
-        .spawn(move || {
-            let speech = crate::audio::tts::synthesize(&request.text, &request.voice);
-            let _ = mailbox.send_blocking(Command::TtsReady {
-                call_id,
-                response_id: request.response_id,
-                speech,
-            });
+    let TtsRequest {
+        response_id,
+        text,
+        voice,
+        cancel,
+    } = request;
+    let reply = (mailbox.clone(), call_id.clone(), response_id.clone());
+    let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
+        let (mailbox, call_id, response_id) = reply;
+        let speech = match outcome {
+            Outcome::Spoken(speech) => Ok(speech),
+            Outcome::Failed(message) => Err(TtsFailure::failed(message)),
+            Outcome::Cancelled(_) => return,
+        };
+        let _ = mailbox.send_blocking(Command::TtsReady {
+            call_id,
+            response_id,
+            speech,
         });
-    if let Err(e) = spawned {
-        log::warn!("could not start a TTS thread: {e}");
-    }
+    });
+    submitted.map_err(|busy| {
+        log::warn!("{call_id}: {response_id} not spoken: {busy}");
+        (call_id, response_id, TtsFailure::busy(busy))
+    })
 }

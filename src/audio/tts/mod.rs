@@ -4,9 +4,9 @@
 //! - **espeak-ng** (Debian package `espeak-ng`): the text goes in on stdin (so nothing in it can
 //!   be read as an option), a WAV (22.05 kHz mono 16-bit) comes back on stdout, is resampled to
 //!   48 kHz and word start times are estimated by character count within the voiced span, with
-//!   extra weight for the pauses espeak makes at punctuation. The subprocess is killed after 5 s.
-//!   **It blocks for tens of milliseconds: call it off any latency-critical thread** (a blocking
-//!   pool or a thread of its own), never on a transceiver socket loop.
+//!   extra weight for the pauses espeak makes at punctuation. The subprocess is killed after 5 s,
+//!   or at once when its job is cancelled. **It blocks for tens of milliseconds: servers run it
+//!   on the [`pool`]**, never on a transceiver socket loop.
 //! - **Shipped words** (`fixtures/tts/words.bin`, ~210 KB, compiled in): about 340 common English
 //!   words, the letters and the digits, each spoken once by espeak-ng (voice en-us) and stored
 //!   as 12 kbps SILK wideband Opus. Text is read word by word from it; a word not in it is
@@ -19,15 +19,40 @@
 //!
 //! The two backends are `espeak` and `words`; WAV parsing and resampling, which espeak's output
 //! needs but nothing here owns, are [`crate::audio::wav`] and [`crate::audio::resample`].
+//!
+//! Synthesis runs on the process's fixed [`pool`] of workers, never on a thread per request, and
+//! every job carries a [`CancelToken`]: a response that ends early stops its synthesis (and its
+//! espeak-ng process) instead of paying for speech nobody hears.
 
+mod cancel;
 mod espeak;
+pub mod pool;
 mod words;
 
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 
-/// Longer text is cut here (about 5 minutes of speech).
-pub const MAX_TEXT_CHARS: usize = 4000;
+pub use cancel::{CancelOnDrop, CancelToken};
+pub use pool::{Outcome, Pool, PoolStats};
+
+/// The most text one job speaks, in bytes of UTF-8 (about 5 minutes of English); longer text is
+/// cut at a character boundary. Also the most espeak-ng's stdin is given: a pipe holds at least
+/// one page (4096 bytes) whatever the system's pipe limits, so writing it never waits for the
+/// child to read, and a hung child cannot hang a worker. The Realtime engine cuts a reply's
+/// transcript to the same bound, so what is said is what the client reads.
+pub const MAX_TEXT_BYTES: usize = 4096;
+
+/// `text` cut to at most [`MAX_TEXT_BYTES`] at a character boundary.
+pub fn bounded(text: &str) -> &str {
+    if text.len() <= MAX_TEXT_BYTES {
+        return text;
+    }
+    let mut end = MAX_TEXT_BYTES;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
 
 /// Synthesized speech: 48 kHz mono PCM and where each word of the text starts.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +67,13 @@ impl Speech {
     pub fn duration_ms(&self) -> u64 {
         self.pcm48k.len() as u64 / 48
     }
+}
+
+/// A job stopped by its [`CancelToken`]; `produced_ms` is how much audio it had made by then
+/// (what cancelling saved is the rest).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled {
+    pub produced_ms: u64,
 }
 
 /// Which synthesizer produced (or is to produce) speech.
@@ -72,32 +104,42 @@ impl Synth {
     }
 }
 
-/// Speaks `text` with the best synthesizer on this machine. Blocking; see the module docs.
+/// Speaks `text` with the best synthesizer on this machine, on the calling thread, uncancellable.
+/// Blocking; see the module docs. Servers go through [`pool`] instead.
 pub fn synthesize(text: &str, voice: &str) -> Speech {
-    synthesize_with(text, voice, Synth::detect())
+    match synthesize_with(text, voice, Synth::detect(), &CancelToken::new()) {
+        Ok(speech) => speech,
+        Err(_) => unreachable!("a fresh token is never cancelled"),
+    }
 }
 
-/// Speaks `text` with the given synthesizer; if espeak-ng fails, the shipped words are used.
-/// Empty (or whitespace-only) text gives empty speech.
-pub fn synthesize_with(text: &str, voice: &str, synth: Synth) -> Speech {
-    let text = match text.char_indices().nth(MAX_TEXT_CHARS) {
-        Some((i, _)) => &text[..i],
-        None => text,
-    };
+/// Speaks `text` (cut to [`MAX_TEXT_BYTES`]) with the given synthesizer until `cancel` fires; if
+/// espeak-ng fails, the shipped words are used. Empty (or whitespace-only) text gives empty
+/// speech.
+pub fn synthesize_with(
+    text: &str,
+    voice: &str,
+    synth: Synth,
+    cancel: &CancelToken,
+) -> Result<Speech, Cancelled> {
+    let text = bounded(text);
     if text.split_whitespace().next().is_none() {
-        return Speech {
+        return Ok(Speech {
             pcm48k: Vec::new(),
             words: Vec::new(),
             engine: synth,
-        };
+        });
     }
     if synth == Synth::Espeak {
-        match espeak::speak(text, espeak::voice(voice)) {
-            Ok(speech) => return speech,
-            Err(e) => log::warn!("espeak-ng failed ({e}); speaking with the shipped words"),
+        match espeak::speak(text, espeak::voice(voice), cancel) {
+            Ok(speech) => return Ok(speech),
+            Err(espeak::Stop::Cancelled { produced_ms }) => return Err(Cancelled { produced_ms }),
+            Err(espeak::Stop::Failed(e)) => {
+                log::warn!("espeak-ng failed ({e}); speaking with the shipped words")
+            }
         }
     }
-    words::speak(text)
+    words::speak(text, cancel)
 }
 
 #[cfg(test)]
@@ -138,7 +180,7 @@ mod tests {
     #[test]
     fn shipped_words_speak_and_spell() {
         let text = "Hello, this is the voice edge stub. Zyx 42!";
-        let s = synthesize_with(text, "ash", Synth::Shipped);
+        let s = synthesize_with(text, "ash", Synth::Shipped, &CancelToken::new()).unwrap();
         assert_eq!(s.engine, Synth::Shipped);
         check_speech(&s, text);
         // Each known word starts on its clip: the audio there is not silent.
@@ -154,10 +196,11 @@ mod tests {
 
     #[test]
     fn unsayable_text_is_still_not_silence() {
-        let s = synthesize_with("… ☺ 日本", "alloy", Synth::Shipped);
+        let never = CancelToken::new();
+        let s = synthesize_with("… ☺ 日本", "alloy", Synth::Shipped, &never).unwrap();
         assert_eq!(s.words.len(), 3);
         assert!(rms_dbfs(&s.pcm48k) > -40.0);
-        let empty = synthesize_with("  \n ", "alloy", Synth::Espeak);
+        let empty = synthesize_with("  \n ", "alloy", Synth::Espeak, &never).unwrap();
         assert!(empty.pcm48k.is_empty() && empty.words.is_empty());
     }
 }

@@ -4,9 +4,10 @@
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
+use super::cancel::CancelToken;
 #[cfg(test)]
-use super::espeak::{run_espeak, voiced_span};
-use super::{Speech, Synth};
+use super::espeak::{Stop, run_espeak, voiced_span};
+use super::{Cancelled, Speech, Synth};
 use crate::audio::codec::{FRAME_SAMPLES, OpusDecoder};
 #[cfg(test)]
 use crate::audio::{resample::resample, wav::parse_wav};
@@ -117,8 +118,9 @@ fn normalize(word: &str) -> String {
         .to_owned()
 }
 
-/// Speaks `text` from the shipped pack, spelling the words it lacks.
-pub(super) fn speak(text: &str) -> Speech {
+/// Speaks `text` from the shipped pack, spelling the words it lacks; stops between words once
+/// `cancel` fires.
+pub(super) fn speak(text: &str, cancel: &CancelToken) -> Result<Speech, Cancelled> {
     let pack = pack();
     let mut cache: HashMap<&str, Vec<i16>> = HashMap::new();
     let mut clip = |key: &str| -> Option<Vec<i16>> {
@@ -134,6 +136,11 @@ pub(super) fn speak(text: &str) -> Speech {
     let mut pcm = Vec::new();
     let mut words = Vec::new();
     for token in text.split_whitespace() {
+        if cancel.is_cancelled() {
+            return Err(Cancelled {
+                produced_ms: pcm.len() as u64 / 48,
+            });
+        }
         words.push((token.to_owned(), pcm.len() as u64 / 48));
         let w = normalize(token);
         if let Some(c) = clip(&w) {
@@ -163,11 +170,11 @@ pub(super) fn speak(text: &str) -> Speech {
         let sorry = clip("sorry").unwrap_or_default();
         pcm.splice(0..0, sorry);
     }
-    Speech {
+    Ok(Speech {
         pcm48k: pcm,
         words,
         engine: Synth::Shipped,
-    }
+    })
 }
 
 /// Builds the word pack with espeak-ng (from a test; see the module docs): each word spoken
@@ -191,7 +198,11 @@ fn build_pack(vocabulary: &str) -> std::io::Result<Vec<u8>> {
         // Letters and digits alone are read as their names.
         let spoken = key.strip_prefix('#').unwrap_or(key);
         // A little faster than running speech: words said alone are drawn out.
-        let wav = run_espeak(spoken, "en-us", 210)?;
+        let wav = match run_espeak(spoken, "en-us", 210, &CancelToken::new()) {
+            Ok(wav) => wav,
+            Err(Stop::Failed(e)) => return Err(e),
+            Err(Stop::Cancelled { .. }) => unreachable!("never cancelled"),
+        };
         let (rate, pcm) = parse_wav(&wav).map_err(std::io::Error::other)?;
         let pcm = resample(&pcm, rate, RATE as u32);
         let (a, b) = voiced_span(&pcm, 150);

@@ -182,6 +182,83 @@ fn clear_then_cancel_gives_one_response_done() {
     assert!(h.frames().is_empty());
 }
 
+/// The media side could not make the audio (the synthesis pool was full): an `error` says why,
+/// the response ends `failed` with nothing heard, and the session takes the next response.
+#[test]
+fn a_response_whose_audio_fails_ends_failed_after_an_error() {
+    let mut h = Harness::open("tts");
+    h.send_message("say this", 1);
+    let (rid, _) = h.take_speak().unwrap();
+    h.c.on_audio_failed(
+        &rid,
+        "speech_synthesis_busy",
+        "Speech synthesis is at capacity.",
+    );
+    let out = h.frames();
+    assert_eq!(
+        types(&out),
+        [
+            "error",
+            "response.output_audio.done",
+            "response.output_audio_transcript.done",
+            "response.content_part.done",
+            "response.output_item.done",
+            "conversation.item.done",
+            "response.done",
+            "output_audio_buffer.stopped",
+        ]
+    );
+    let e = &out[0]["error"];
+    assert_eq!(
+        (&e["type"], &e["code"], &e["message"]),
+        (
+            &json!("server_error"),
+            &json!("speech_synthesis_busy"),
+            &json!("Speech synthesis is at capacity.")
+        )
+    );
+    assert!(e["event_id"].is_null());
+    let r = &out[6]["response"];
+    assert_eq!(r["status"], "failed");
+    assert_eq!(
+        r["status_details"],
+        json!({"type": "failed", "error": {"type": "server_error",
+            "code": "speech_synthesis_busy", "message": "Speech synthesis is at capacity."}})
+    );
+    assert_eq!(r["output"][0]["status"], "incomplete");
+    assert_eq!(deltas(&out), "");
+    assert_eq!(h.c.active_response(), None);
+    // Late reports about it change nothing; the next response is made as usual.
+    h.c.on_audio_failed(&rid, "speech_synthesis_busy", "again");
+    h.c.on_audio_done(&rid);
+    assert!(h.frames().is_empty());
+    let out = h.send(json!({"type": "response.create", "event_id": "next"}));
+    assert_eq!(types(&out)[0], "response.created");
+}
+
+/// The transcript is cut where the synthesizer stops (whole words within its byte bound), so
+/// the client never reads words it will not hear.
+#[test]
+fn a_long_reply_is_cut_to_what_the_synthesizer_says() {
+    let mut h = Harness::open("tts");
+    let long = "seven ".repeat(900);
+    h.send(json!({"type": "response.create", "response": {"instructions": long}}));
+    let (rid, reply) = h.take_speak().unwrap();
+    let Reply::Text { text } = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(
+        text.len() <= crate::audio::tts::MAX_TEXT_BYTES,
+        "{}",
+        text.len()
+    );
+    assert_eq!(crate::audio::tts::bounded(&text), text);
+    assert_eq!(text.split(' ').count(), 4096 / 6);
+    h.c.on_audio_done(&rid);
+    let out = h.frames();
+    assert_eq!(deltas(&out), text);
+}
+
 #[test]
 fn cancel_of_another_response_id_is_refused() {
     let mut h = Harness::open("tts");

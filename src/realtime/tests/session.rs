@@ -3,6 +3,10 @@
 use serde_json::json;
 
 use super::{Harness, types};
+use crate::realtime::session_limits::{
+    DATA_CHANNEL_MESSAGE_LIMIT, MAX_INSTRUCTIONS_BYTES, MAX_SESSION_BYTES,
+    MAX_SESSION_UPDATE_BYTES, MAX_TOOL_BYTES, MAX_TOOLS, json_len,
+};
 use crate::realtime::{Behaviour, Conversation, TurnDetection};
 
 /// The first update `RealtimeSession` sends (docs/realtime-protocol.md §2, as observed).
@@ -156,7 +160,7 @@ fn merge_and_clear_rules() {
         out[0]["session"]["audio"]["output"]["format"],
         json!({"type": "audio/pcmu"})
     );
-    // Unknown keys the SDK passes through survive.
+    // Keys the SDK passes through inside turn_detection survive.
     let out = h.send(json!({"type": "session.update", "session": {"audio": {"input": {"turn_detection": {"type": "semantic_vad", "eagerness": "high", "model_version": "x"}}}}}));
     assert_eq!(
         out[0]["session"]["audio"]["input"]["turn_detection"]["model_version"],
@@ -206,6 +210,14 @@ fn invalid_updates_are_refused_whole_with_the_event_id_echoed() {
         (json!({"tracing": "on"}), "session.tracing"),
         (json!({"max_output_tokens": 0}), "session.max_output_tokens"),
         (json!({"audio": "loud"}), "session.audio"),
+        (
+            json!({"parallel_tool_calls": "yes"}),
+            "session.parallel_tool_calls",
+        ),
+        (json!({"truncation": "sometimes"}), "session.truncation"),
+        (json!({"tools": [3]}), "session.tools[0]"),
+        (json!({"reasoning": "hard"}), "session.reasoning"),
+        (json!({"include": [1]}), "session.include"),
     ];
     for (i, (session, param)) in cases.into_iter().enumerate() {
         let id = format!("bad_{i}");
@@ -249,4 +261,231 @@ fn of_voice(frames: &[serde_json::Value]) -> &str {
         .find(|f| f["type"] == "response.created")
         .and_then(|f| f["response"]["audio"]["output"]["voice"].as_str())
         .unwrap()
+}
+
+/// The session.update `RealtimeSession` sends with every option configured
+/// (`_getMergedSessionConfig` in `@openai/agents-realtime` 0.20.0): every key is one of the types'.
+#[test]
+fn every_key_the_agents_sdk_sends_is_accepted() {
+    let mut h = Harness::open("echo");
+    let update = json!({"type": "session.update", "session": {
+        "type": "realtime", "instructions": "Be brief.", "model": "gpt-realtime-2.1",
+        "output_modalities": ["audio"],
+        "audio": {
+            "input": {"format": {"type": "audio/pcm", "rate": 24000}, "noise_reduction": null,
+                      "transcription": {"model": "gpt-4o-mini-transcribe"},
+                      "turn_detection": {"type": "server_vad", "create_response": true,
+                          "interrupt_response": true, "prefix_padding_ms": 300,
+                          "silence_duration_ms": 500, "idle_timeout_ms": 6000,
+                          "model_version": "default", "threshold": 0.5}},
+            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": "verse", "speed": 1}
+        },
+        "tool_choice": "auto",
+        "parallel_tool_calls": false,
+        "reasoning": {"effort": "low"},
+        "prompt": {"id": "pmpt_123", "version": "2", "variables": {"city": "Paris"}},
+        "tools": [
+            {"type": "function", "name": "weather", "description": "The weather.",
+             "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}},
+            {"type": "mcp", "server_label": "docs", "server_url": "https://example.com/mcp",
+             "allowed_tools": ["search"], "require_approval": "never"}
+        ]
+    }});
+    let out = h.send(update.clone());
+    assert_eq!(types(&out), ["session.updated"], "{out:?}");
+    let s = &out[0]["session"];
+    for key in [
+        "tool_choice",
+        "parallel_tool_calls",
+        "reasoning",
+        "prompt",
+        "tools",
+    ] {
+        assert_eq!(s[key], update["session"][key], "{key}");
+    }
+    // The tracing follow-ups, and the fields the types have that the SDK does not send.
+    for session in [
+        json!({"type": "realtime", "tracing": "auto"}),
+        json!({"type": "realtime", "tracing": null}),
+        json!({"type": "realtime", "tracing": {"workflow_name": "w", "group_id": "g", "metadata": {"k": "v"}}}),
+        json!({"include": ["item.input_audio_transcription.logprobs"], "truncation": "disabled",
+               "max_output_tokens": 4096}),
+        json!({"truncation": {"type": "retention_ratio", "retention_ratio": 0.5}}),
+        // A session object sent back as received: the server's own fields are ignored.
+        json!({"id": "sess_other", "object": "realtime.session", "expires_at": 1}),
+    ] {
+        let out = h.send(json!({"type": "session.update", "session": session}));
+        assert_eq!(types(&out), ["session.updated"], "{session}: {out:?}");
+    }
+    assert_eq!(h.c.config()["id"], "sess_test");
+}
+
+/// A key the session types do not have is refused as the service refuses it, the whole update
+/// with it: nothing is stored, so updates cannot grow the session with keys of their choosing.
+#[test]
+fn unknown_keys_are_refused_whole_and_never_stored() {
+    let mut h = Harness::open("echo");
+    let before = h.c.config().clone();
+    let cases = [
+        (
+            json!({"instructions": "changed", "memo": "x"}),
+            "session.memo",
+        ),
+        // The beta API's top-level fields are not the GA session's.
+        (json!({"voice": "ash"}), "session.voice"),
+        (json!({"turn_detection": null}), "session.turn_detection"),
+        (json!({"audio": {"speakers": {}}}), "session.audio.speakers"),
+        (
+            json!({"audio": {"input": {"noise_reduction": null, "gain": 2}}}),
+            "session.audio.input.gain",
+        ),
+        (
+            json!({"audio": {"output": {"voice": "ash", "volume": 11}}}),
+            "session.audio.output.volume",
+        ),
+    ];
+    for (i, (session, param)) in cases.into_iter().enumerate() {
+        let id = format!("unknown_{i}");
+        let e =
+            h.expect_error(json!({"type": "session.update", "event_id": id, "session": session}));
+        assert_eq!(e["type"], "invalid_request_error");
+        assert_eq!(e["code"], "unknown_parameter");
+        assert_eq!(e["param"], param);
+        assert_eq!(e["message"], format!("Unknown parameter: '{param}'."));
+        assert_eq!(h.c.config(), &before, "case {i} changed the config");
+    }
+    assert_eq!(
+        types(&h.send(json!({"type": "session.update", "session": {"instructions": "ok"}}))),
+        ["session.updated"]
+    );
+}
+
+/// Each bound refuses the update whole, naming its limit; the session goes on unchanged.
+#[test]
+fn oversize_updates_are_refused_naming_the_limit() {
+    let mut h = Harness::open("echo");
+    let before = h.c.config().clone();
+    let tool = |name: &str, bytes: usize| json!({"type": "function", "name": name, "description": "d".repeat(bytes), "parameters": {}});
+    let cases = [
+        (
+            json!({"instructions": "x".repeat(MAX_SESSION_UPDATE_BYTES)}),
+            "event_too_large",
+            MAX_SESSION_UPDATE_BYTES,
+        ),
+        (
+            json!({"instructions": "x".repeat(MAX_INSTRUCTIONS_BYTES + 1)}),
+            "string_above_max_length",
+            MAX_INSTRUCTIONS_BYTES,
+        ),
+        (
+            json!({"tools": (0..=MAX_TOOLS).map(|i| tool(&format!("f{i}"), 10)).collect::<Vec<_>>()}),
+            "array_above_max_length",
+            MAX_TOOLS,
+        ),
+        (
+            json!({"tools": [tool("small", 10), tool("big", MAX_TOOL_BYTES)]}),
+            "tool_too_large",
+            MAX_TOOL_BYTES,
+        ),
+    ];
+    for (i, (session, code, limit)) in cases.into_iter().enumerate() {
+        let id = format!("big_{i}");
+        let e =
+            h.expect_error(json!({"type": "session.update", "event_id": id, "session": session}));
+        assert_eq!(e["type"], "invalid_request_error");
+        assert_eq!(e["code"], code, "{e}");
+        let message = e["message"].as_str().unwrap();
+        assert!(message.contains(&limit.to_string()), "{message}");
+        assert_eq!(h.c.config(), &before, "case {i} changed the config");
+    }
+    // At the bound is fine.
+    let out = h.send(json!({"type": "session.update", "session": {
+        "instructions": "x".repeat(MAX_INSTRUCTIONS_BYTES),
+        "tools": [tool("f", 2000)]
+    }}));
+    assert_eq!(types(&out), ["session.updated"]);
+    assert!(json_len(&out[0]) <= DATA_CHANNEL_MESSAGE_LIMIT);
+    // Every field within its bound, a small update, and the whole too large for one message.
+    let before = h.c.config().clone();
+    let tools: Vec<_> = (0..6).map(|i| tool(&format!("f{i}"), 3000)).collect();
+    let e = h.expect_error(
+        json!({"type": "session.update", "event_id": "whole", "session": {"tools": tools}}),
+    );
+    assert_eq!(
+        (&e["code"], &e["param"]),
+        (&json!("session_too_large"), &json!("session"))
+    );
+    let message = e["message"].as_str().unwrap();
+    assert!(
+        message.contains(&MAX_SESSION_BYTES.to_string())
+            && message.contains(&DATA_CHANNEL_MESSAGE_LIMIT.to_string()),
+        "{message}"
+    );
+    assert_eq!(h.c.config(), &before);
+}
+
+/// 600 updates with large fields, unknown keys and turn-detection keys that accumulate: the
+/// session (and every `session.updated`) stays within one data-channel message throughout, an
+/// update that would break that is refused whole, and unknown keys never get in.
+#[test]
+fn six_hundred_large_updates_keep_the_session_within_one_message() {
+    let mut h = Harness::open("echo");
+    let (mut updated, mut too_large, mut unknown, mut largest) = (0, 0, 0, 0);
+    for i in 0..600usize {
+        let mut session = json!({
+            "type": "realtime",
+            "instructions": format!("{i} ").repeat((20_000 + (i % 25) * 1000) / (i.to_string().len() + 1)),
+            "tools": (0..4).map(|k| json!({"type": "function", "name": format!("f{i}_{k}"),
+                "description": "d".repeat(2500), "parameters": {"type": "object"}})).collect::<Vec<_>>(),
+            "tracing": {"workflow_name": format!("w{i}"), "metadata": {"n": "m".repeat(500)}},
+            // Passed through and merged, so these add up until the session bound stops them.
+            "audio": {"input": {"turn_detection": {"type": "server_vad", format!("extra_{i}"): "y".repeat(300)}}},
+        });
+        if i % 7 == 0 {
+            session[format!("memo_{i}")] = json!("z".repeat(5000));
+        }
+        if i % 100 == 99 {
+            session["audio"]["input"]["turn_detection"] = json!(null);
+        }
+        let before = h.c.config().clone();
+        let event =
+            json!({"type": "session.update", "event_id": format!("u{i}"), "session": session});
+        let out = h.send(event);
+        assert_eq!(out.len(), 1);
+        match out[0]["type"].as_str().unwrap() {
+            "session.updated" => {
+                updated += 1;
+                assert!(json_len(&out[0]) <= DATA_CHANNEL_MESSAGE_LIMIT);
+            }
+            "error" => {
+                match out[0]["error"]["code"].as_str().unwrap() {
+                    "session_too_large" => too_large += 1,
+                    "unknown_parameter" => unknown += 1,
+                    other => panic!("update {i}: {other}"),
+                }
+                assert_eq!(
+                    h.c.config(),
+                    &before,
+                    "a refused update {i} changed the session"
+                );
+            }
+            other => panic!("update {i}: {other}"),
+        }
+        let len = json_len(h.c.config());
+        assert!(
+            len <= MAX_SESSION_BYTES,
+            "update {i}: the session is {len} bytes"
+        );
+        largest = largest.max(len);
+        assert!(h.c.config().get(format!("memo_{i}")).is_none());
+    }
+    println!(
+        "600 updates: {updated} applied, {too_large} too large, {unknown} unknown keys; \
+         largest session {largest} bytes"
+    );
+    assert_eq!(unknown, 86);
+    assert!(
+        updated > 100 && too_large > 0,
+        "{updated} applied, {too_large} too large"
+    );
 }

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
+use rtc::data_channel::RTCDataChannelId;
 use rtc::interceptor::Registry;
 use rtc::media_stream::MediaStreamTrack;
 use rtc::peer_connection::certificate::{CertificateParams, RTCCertificate};
@@ -23,7 +24,7 @@ use rtc::rtp_transceiver::rtp_sender::{
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
-use super::{EndReason, Endpoint};
+use super::{EndReason, Endpoint, Synthesis};
 use crate::routing::RouteKeys;
 use crate::routing::link::LinkHeader;
 use crate::transceiver::{AnswerCandidate, Lifecycle, SessionState, TransceiverConfig};
@@ -52,6 +53,11 @@ struct Peer {
     connected: bool,
     closed: bool,
     echoes: usize,
+    /// The `oai-events` channel and the server events that arrived on it.
+    dc: RTCDataChannelId,
+    events: Vec<serde_json::Value>,
+    /// Audio packets from the server that are not echoes (a model's speech).
+    audio_in: usize,
 }
 
 impl Peer {
@@ -87,7 +93,7 @@ impl Peer {
                 }],
             ))
             .unwrap();
-        pc.create_data_channel("oai-events", None).unwrap();
+        let dc = pc.create_data_channel("oai-events", None).unwrap().id();
         let offer = pc.create_offer(None).unwrap();
         pc.set_local_description(now, offer).unwrap();
         // The host candidate a browser would gather: without one its agent has no pair to check.
@@ -102,6 +108,9 @@ impl Peer {
             connected: false,
             closed: false,
             echoes: 0,
+            dc,
+            events: Vec::new(),
+            audio_in: 0,
         };
         (peer, sdp)
     }
@@ -143,12 +152,29 @@ impl Peer {
             }
         }
         while let Some(m) = self.pc.poll_read() {
-            if let RTCMessage::RtpPacket(_, p) = m.message
-                && p.payload.first() == Some(&0xAB)
-            {
-                self.echoes += 1;
+            match m.message {
+                RTCMessage::RtpPacket(_, p) if p.payload.first() == Some(&0xAB) => self.echoes += 1,
+                RTCMessage::RtpPacket(..) => self.audio_in += 1,
+                RTCMessage::DataChannelMessage(_, msg) if msg.is_string => self
+                    .events
+                    .push(serde_json::from_slice(&msg.data).expect("server events are JSON")),
+                _ => {}
             }
         }
+    }
+
+    /// Sends one client event on `oai-events`.
+    fn send_event(&mut self, now: Instant, event: serde_json::Value) {
+        self.pc
+            .data_channel(self.dc)
+            .expect("oai-events")
+            .send_text(now, event.to_string())
+            .unwrap();
+    }
+
+    /// The events of `kind` received so far.
+    fn events_of(&self, kind: &str) -> Vec<&serde_json::Value> {
+        self.events.iter().filter(|e| e["type"] == kind).collect()
     }
 
     fn speak(&mut self, now: Instant) {
@@ -188,6 +214,8 @@ struct Net {
     peers: Vec<(Peer, Path, String)>,
     /// Datagrams the endpoint sent that no peer was at (a forger's, say), by destination.
     stray: Vec<SocketAddr>,
+    /// Speech the endpoint asked for, as the worker would take it to the synthesis pool.
+    synthesis: Vec<Synthesis>,
 }
 
 fn lifecycle() -> Lifecycle {
@@ -218,6 +246,7 @@ impl Net {
             ep,
             peers: vec![],
             stray: vec![],
+            synthesis: vec![],
         }
     }
 
@@ -273,7 +302,9 @@ impl Net {
                     None => self.stray.push(client),
                 }
             }
-            while self.ep.poll_synthesis().is_some() {}
+            while let Some(s) = self.ep.poll_synthesis() {
+                self.synthesis.push(s);
+            }
             if !moved {
                 return;
             }
@@ -583,6 +614,114 @@ fn closing_the_endpoint_tells_every_client_at_once() {
     net.exchange();
     assert!(net.peers[a].0.closed && net.peers[b].0.closed);
     assert_eq!(net.ep.stats().ended.shutdown, 2);
+    net.assert_clean();
+}
+
+/// The TTS stub's speech goes to the synthesis pool and back; here the test is the pool. A
+/// refused job (the pool's queue was full) reaches the client as an `error` and a `failed`
+/// response, and the call goes on speaking; a response that stops while its speech is being
+/// made (cancel, barge-in's StopAudio, the call ending) cancels the job.
+#[test]
+fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() {
+    use crate::audio::tts::{self, CancelToken, Synth};
+    use crate::transceiver::media::TtsFailure;
+    use serde_json::json;
+
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Direct, "tts");
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        !n.peers[a].0.events_of("session.created").is_empty()
+    }));
+    let call_id = net.peers[a].2.clone();
+    let create = |net: &mut Net, n: u32, text: &str| -> Synthesis {
+        let now = net.now;
+        net.peers[a].0.send_event(
+            now,
+            json!({"type": "response.create", "event_id": format!("c{n}"),
+                   "response": {"instructions": text}}),
+        );
+        net.run(Duration::from_millis(50));
+        assert_eq!(net.synthesis.len(), 1, "one job per spoken response");
+        let s = net.synthesis.pop().unwrap();
+        assert_eq!(s.call_id, call_id);
+        assert_eq!(s.request.text, text);
+        assert!(!s.request.cancel.is_cancelled());
+        s
+    };
+
+    // Refused: what the worker reports when the pool says Busy.
+    let refused = create(&mut net, 1, "Hello there.");
+    let busy = tts::pool::Busy {
+        queued: tts::pool::QUEUE_CAP,
+        workers: tts::pool::WORKERS,
+    };
+    let now = net.now;
+    net.ep.tts_ready(
+        now,
+        &call_id,
+        &refused.request.response_id,
+        Err(TtsFailure::busy(busy)),
+    );
+    net.exchange();
+    let peer = &net.peers[a].0;
+    let errors = peer.events_of("error");
+    assert_eq!(errors.len(), 1, "{:?}", peer.events);
+    assert_eq!(errors[0]["error"]["type"], "server_error");
+    assert_eq!(errors[0]["error"]["code"], "speech_synthesis_busy");
+    assert!(
+        errors[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at capacity")
+    );
+    let done = peer.events_of("response.done");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["response"]["status"], "failed");
+    assert_eq!(
+        done[0]["response"]["status_details"]["error"]["code"],
+        "speech_synthesis_busy"
+    );
+    assert_eq!(
+        peer.events_of("output_audio_buffer.stopped")[0]["response_id"],
+        refused.request.response_id
+    );
+
+    // The call goes on: the next response is spoken and completes.
+    let spoken = create(&mut net, 2, "Still here.");
+    let speech =
+        tts::synthesize_with("Still here.", "alloy", Synth::Shipped, &CancelToken::new()).unwrap();
+    let now = net.now;
+    net.ep
+        .tts_ready(now, &call_id, &spoken.request.response_id, Ok(speech));
+    assert!(net.run_until(Duration::from_secs(10), |n| {
+        n.peers[a].0.events_of("response.done").len() == 2
+    }));
+    let peer = &net.peers[a].0;
+    assert_eq!(
+        peer.events_of("response.done")[1]["response"]["status"],
+        "completed"
+    );
+    assert!(peer.audio_in > 0, "no speech reached the client");
+
+    // response.cancel while the speech is being made cancels the job.
+    let cancelled = create(&mut net, 3, "This will be cancelled.");
+    let now = net.now;
+    net.peers[a]
+        .0
+        .send_event(now, json!({"type": "response.cancel"}));
+    net.run(Duration::from_millis(50));
+    assert!(cancelled.request.cancel.is_cancelled());
+    assert_eq!(
+        net.peers[a].0.events_of("response.done")[2]["response"]["status"],
+        "cancelled"
+    );
+
+    // So does the call ending.
+    let orphaned = create(&mut net, 4, "Nobody will hear this.");
+    let now = net.now;
+    assert!(net.ep.hangup(now, &call_id));
+    assert!(orphaned.request.cancel.is_cancelled());
+    net.run(Duration::from_secs(1));
     net.assert_clean();
 }
 
