@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::cache;
 use crate::control::TransceiverControl;
+use crate::http_server::{HttpLimits, HttpServer};
 use crate::https::{self, CertSource, HttpsServer};
 use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
@@ -81,6 +82,8 @@ pub struct AllInOneConfig {
     /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
     #[arg(long, env = "VOICE_EDGE_DIRECT")]
     pub direct: bool,
+    #[command(flatten)]
+    pub http_limits: HttpLimits,
     /// Where the embedded Redis-protocol server listens when `redis_url` is absent.
     #[arg(skip = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     pub embedded_redis: SocketAddr,
@@ -205,9 +208,8 @@ pub struct Running {
     pub relays: Vec<Arc<RelaySlot>>,
     pub transceivers: Vec<TransceiverHandle>,
     threads: Vec<JoinHandle<()>>,
-    server: tokio::task::JoinHandle<()>,
+    http: HttpServer,
     https: Option<HttpsServer>,
-    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
@@ -260,8 +262,7 @@ impl Running {
 
     /// Stops accepting HTTP, ends every call (clients get DTLS close_notify) and stops relays.
     pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
-        let _ = self.server.await;
+        self.http.stop().await;
         if let Some(h) = self.https {
             h.stop().await;
         }
@@ -303,11 +304,20 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             cfg.api_keys.clone(),
         ));
     let lan = if cfg.lan.enabled {
-        Some(start_https(&cfg.lan, &host, media.media_addr, &signaling).await?)
+        Some(
+            start_https(
+                &cfg.lan,
+                &host,
+                media.media_addr,
+                &signaling,
+                cfg.http_limits,
+            )
+            .await?,
+        )
     } else {
         None
     };
-    let http = serve_http(cfg.http, signaling).await?;
+    let http = serve_http(cfg.http, signaling, cfg.http_limits).await?;
     let (https, https_url, https_cert) = match lan {
         Some(l) => (Some(l.server), Some(l.url), Some(l.cert)),
         None => (None, None, None),
@@ -324,8 +334,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         relays: media.relays,
         transceivers: media.transceivers,
         threads: media.threads,
-        server: http.server,
-        shutdown: http.shutdown,
+        http: http.server,
     })
 }
 
@@ -619,6 +628,7 @@ async fn start_https(
     host: &HostAddrs,
     media_addr: SocketAddr,
     signaling: &Signaling,
+    limits: HttpLimits,
 ) -> anyhow::Result<Lan> {
     // What a phone types: the LAN address for a wildcard bind (the address media is
     // advertised at when that is one of ours), else the bound address itself.
@@ -645,8 +655,13 @@ async fn start_https(
     };
     let pem = source.load()?;
     let cert = pem.origin.clone();
-    let server =
-        HttpsServer::start(lan.https, pem, signaling.clone().router_without_admin()).await?;
+    let server = HttpsServer::start(
+        lan.https,
+        pem,
+        signaling.clone().router_without_admin(),
+        limits,
+    )
+    .await?;
     let url = format!(
         "https://{}:{}/",
         media_address::url_host(lan_ip),
@@ -660,40 +675,23 @@ async fn start_https(
     Ok(Lan { server, url, cert })
 }
 
-/// The plain HTTP listener: API, demo page and admin, until `shutdown` says stop.
+/// The plain HTTP listener: API, demo page and admin.
 struct Http {
     addr: SocketAddr,
     url: String,
-    server: tokio::task::JoinHandle<()>,
-    shutdown: tokio::sync::watch::Sender<bool>,
+    server: HttpServer,
 }
 
-async fn serve_http(addr: SocketAddr, signaling: Signaling) -> anyhow::Result<Http> {
+async fn serve_http(
+    addr: SocketAddr,
+    signaling: Signaling,
+    limits: HttpLimits,
+) -> anyhow::Result<Http> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
+    let server = HttpServer::spawn(listener, signaling.router(), limits, None)?;
+    let addr = server.addr;
     let url = format!("http://{}/", media_address::reachable(addr));
-    let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(async move {
-        let r = axum::serve(
-            listener,
-            signaling
-                .router()
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = shutdown_rx.wait_for(|v| *v).await;
-        })
-        .await;
-        if let Err(e) = r {
-            log::error!("http server: {e}");
-        }
-    });
-    Ok(Http {
-        addr,
-        url,
-        server,
-        shutdown,
-    })
+    Ok(Http { addr, url, server })
 }
 
 #[cfg(test)]
@@ -714,6 +712,8 @@ mod tests {
         );
         assert_eq!((&c.route_secret, &c.redis_url), (&None, &None));
         assert!(!c.require_keys && c.api_keys.is_empty() && !c.direct && !c.lan.enabled);
+        assert_eq!(c.http_limits, HttpLimits::default());
+
         assert_eq!(c.embedded_redis, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
         assert!(c.flow_cache && c.learn_outbound);
         assert_eq!(c.flow_ttl, Duration::from_secs(120));

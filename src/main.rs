@@ -122,6 +122,8 @@ struct SignalingArgs {
         hide_env_values = true
     )]
     api_keys: Vec<String>,
+    #[command(flatten)]
+    http_limits: voice_edge::http_server::HttpLimits,
 }
 
 #[derive(Args, Debug)]
@@ -502,6 +504,7 @@ fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
             require_keys: a.require_keys,
             api_keys: a.api_keys,
             refresh: Duration::from_millis(500),
+            http_limits: a.http_limits,
         })
         .await?;
         println!(

@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use common::{Client, http_post};
 use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::http_server::HttpLimits;
 
 async fn start(cfg: AllInOneConfig) -> Running {
     let _ = env_logger::builder().is_test(true).try_init();
@@ -351,4 +354,126 @@ async fn only_the_creating_key_or_a_server_key_may_end_a_call() {
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
     server.shutdown().await;
+}
+
+/// A connection that sends no request is closed after the header timeout, on the HTTP and the
+/// HTTPS listener alike, as is a keep-alive connection that goes quiet after a request; the
+/// server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_are_closed_after_the_header_timeout() {
+    let cache_dir = std::env::temp_dir().join(format!("voice-edge-idle-{}", std::process::id()));
+    let server = start(AllInOneConfig {
+        http_limits: HttpLimits {
+            header_timeout: Duration::from_millis(300),
+            ..Default::default()
+        },
+        lan: allinone::LanMode {
+            enabled: true,
+            https: "127.0.0.1:0".parse().unwrap(),
+            cache_dir: Some(cache_dir.clone()),
+            ..AllInOneConfig::default().lan
+        },
+        ..Default::default()
+    })
+    .await;
+    let https: std::net::SocketAddr = {
+        let url = server.https_url.as_deref().unwrap();
+        let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
+        format!("127.0.0.1:{port}").parse().unwrap()
+    };
+    let mut idle = vec![];
+    for _ in 0..20 {
+        idle.push(TcpStream::connect(server.http_addr).await.unwrap());
+    }
+    for _ in 0..5 {
+        idle.push(TcpStream::connect(https).await.unwrap());
+    }
+    // Half a request line and headers, then nothing.
+    let mut slow = TcpStream::connect(server.http_addr).await.unwrap();
+    slow.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .unwrap();
+    idle.push(slow);
+    // One request on a keep-alive connection, then quiet.
+    let mut kept = TcpStream::connect(server.http_addr).await.unwrap();
+    kept.write_all(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = kept.read(&mut buf).await.unwrap();
+    assert!(
+        buf[..n].starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf[..n])
+    );
+    idle.push(kept);
+
+    for (i, mut s) in idle.into_iter().enumerate() {
+        assert!(
+            closed_within(&mut s, Duration::from_secs(10)).await,
+            "connection {i} still open"
+        );
+    }
+    let r = common::http_get(server.http_addr, "/health").await;
+    assert_eq!(r.status, 200);
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(cache_dir);
+}
+
+/// Beyond the connection cap, a new connection is not served until a slot frees; then it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn beyond_the_connection_cap_a_request_waits_for_a_free_slot() {
+    let server = start(AllInOneConfig {
+        http_limits: HttpLimits {
+            max_connections: 3,
+            ..Default::default()
+        },
+        ..Default::default()
+    })
+    .await;
+    let h = server.http_addr;
+    let mut held = vec![];
+    for _ in 0..3 {
+        held.push(TcpStream::connect(h).await.unwrap());
+    }
+    let mut waiting = TcpStream::connect(h).await.unwrap();
+    waiting
+        .write_all(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = vec![];
+    let early =
+        tokio::time::timeout(Duration::from_millis(500), waiting.read_to_end(&mut buf)).await;
+    assert!(
+        early.is_err(),
+        "served beyond the cap: {:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    // One held connection goes away: its slot goes to the waiting one.
+    drop(held.pop());
+    tokio::time::timeout(Duration::from_secs(5), waiting.read_to_end(&mut buf))
+        .await
+        .expect("still not served after a slot freed")
+        .unwrap();
+    assert!(
+        buf.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&buf)
+    );
+    drop(held);
+    server.shutdown().await;
+}
+
+/// Whether the peer closes `s` within `d` (EOF or reset), having sent nothing else of note.
+async fn closed_within(s: &mut TcpStream, d: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + d;
+    loop {
+        match tokio::time::timeout_at(deadline, s.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0)) | Ok(Err(_)) => return true,
+            // A 408 or the TLS alert that precedes the close.
+            Ok(Ok(_)) => continue,
+        }
+    }
 }

@@ -109,6 +109,7 @@ async fn start_cluster() -> Cluster {
         api_keys: vec![],
         admin_token: None,
         refresh: Duration::from_millis(100),
+        http_limits: Default::default(),
     })
     .await
     .expect("start signaling role");
