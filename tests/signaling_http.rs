@@ -356,6 +356,104 @@ async fn only_the_creating_key_or_a_server_key_may_end_a_call() {
     server.shutdown().await;
 }
 
+/// Whatever axum would have answered in plain text or with an empty body (no route, wrong
+/// method, a body over the limit, a bad query string, the wrong content type) comes back in the
+/// Realtime error shape with the right status.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_refusal_is_a_realtime_error() {
+    let server = start(AllInOneConfig::default()).await;
+    let h = server.http_addr;
+    let big = vec![b' '; 70 * 1024];
+    // Method, path, content type, body → status, code.
+    type Case<'a> = (&'a str, &'a str, &'a str, &'a [u8], u16, &'a str);
+    let cases: Vec<Case> = vec![
+        (
+            "POST",
+            "/v1/realtime/client_secrets",
+            "application/json",
+            &big,
+            413,
+            "body_too_large",
+        ),
+        (
+            "POST",
+            "/v1/realtime/client_secrets",
+            "application/json",
+            b"{not json",
+            400,
+            "invalid_json",
+        ),
+        (
+            "POST",
+            "/v1/realtime/calls?cluster=abc",
+            "application/sdp",
+            b"v=0\r\n",
+            400,
+            "invalid_query",
+        ),
+        (
+            "GET",
+            "/v1/realtime/calls",
+            "text/plain",
+            b"",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "DELETE",
+            "/v1/realtime/client_secrets",
+            "text/plain",
+            b"",
+            405,
+            "method_not_allowed",
+        ),
+        ("GET", "/v1/nope", "text/plain", b"", 404, "not_found"),
+        ("POST", "/nope", "application/json", b"{}", 404, "not_found"),
+        (
+            "PUT",
+            "/index.html",
+            "text/plain",
+            b"x",
+            405,
+            "method_not_allowed",
+        ),
+        (
+            "POST",
+            "/v1/realtime/calls",
+            "application/json",
+            b"{}",
+            415,
+            "unsupported_content_type",
+        ),
+        (
+            "POST",
+            "/v1/realtime/calls",
+            "application/sdp",
+            &big,
+            413,
+            "body_too_large",
+        ),
+    ];
+    for (method, path, ctype, body, status, code) in cases {
+        let r = common::http_request(method, h, path, ctype, body).await;
+        assert_eq!(r.status, status, "{method} {path}: {}", r.body);
+        assert_eq!(
+            r.headers.get("content-type").map(String::as_str),
+            Some("application/json"),
+            "{method} {path}"
+        );
+        assert_eq!(error_code(&r.body), code, "{method} {path}: {}", r.body);
+        if status == 405 {
+            assert!(r.headers.contains_key("allow"), "{method} {path}: no Allow");
+        }
+    }
+    // The demo page itself is still a page.
+    let page = common::http_get(h, "/").await;
+    assert_eq!(page.status, 200);
+    assert!(page.headers["content-type"].starts_with("text/html"));
+    server.shutdown().await;
+}
+
 /// A connection that sends no request is closed after the header timeout, on the HTTP and the
 /// HTTPS listener alike, as is a keep-alive connection that goes quiet after a request; the
 /// server keeps serving.

@@ -5,6 +5,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -123,9 +124,18 @@ fn check_offer(offer: &str) -> Result<(), ApiError> {
 
 pub(super) async fn create_call(
     State(sig): State<Signaling>,
-    Query(q): Query<CallQuery>,
+    q: Result<Query<CallQuery>, QueryRejection>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    let Query(q) = q.map_err(|e| {
+        ApiError::invalid(
+            "invalid_query",
+            format!(
+                "bad query string (expected ?model=NAME&cluster=ID): {}",
+                e.body_text()
+            ),
+        )
+    })?;
     let key = bearer(req.headers()).map(str::to_owned);
     let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;

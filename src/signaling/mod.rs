@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
-use axum::routing::{get, patch, post};
+use axum::routing::{any, get, patch, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 use tower_http::cors::{Any, CorsLayer};
@@ -153,7 +153,7 @@ impl Signaling {
             .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/health", get(|| async { "ok\n" }))
-            .fallback(get(web::serve))
+            .fallback(any(web::serve))
             .layer(cors);
         let router = if admin {
             // No CORS here, and the guard refuses web pages: admin is for the operator.
@@ -172,6 +172,8 @@ impl Signaling {
         };
         router
             .layer(DefaultBodyLimit::max(MAX_OFFER_BYTES))
+            .layer(axum::middleware::from_fn(errors::request_timeout))
+            .layer(axum::middleware::from_fn(errors::json_errors))
             .with_state(self)
     }
 }
@@ -196,6 +198,7 @@ fn key_error(e: keys::KeyError) -> ApiError {
         kind: "invalid_request_error",
         code,
         message: e.message().to_owned(),
+        retry_after: None,
     }
 }
 

@@ -10,7 +10,9 @@ mod redis;
 mod stun;
 
 pub use client::{Client, max_gap};
-pub use http::{HttpResponse, http_get, http_patch, http_post, http_post_auth, http_with_headers};
+pub use http::{
+    HttpResponse, http_get, http_patch, http_post, http_post_auth, http_request, http_with_headers,
+};
 pub use nat::Nat;
 pub use redis::RedisServer;
 pub use stun::binding_request;
