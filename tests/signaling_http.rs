@@ -454,6 +454,64 @@ async fn every_refusal_is_a_realtime_error() {
     server.shutdown().await;
 }
 
+/// Offers a browser would never connect with are refused with a 400 naming the problem, not
+/// answered with a 201 and a session that can only time out; what Chromium and Firefox send
+/// is answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn offers_the_server_cannot_honour_are_refused_and_real_ones_answered() {
+    let server = start(AllInOneConfig::default()).await;
+    let h = server.http_addr;
+    let chromium = include_str!("../fixtures/sdp/chromium-offer.sdp");
+    let firefox = include_str!("../fixtures/sdp/firefox-offer.sdp");
+    let fp = chromium
+        .lines()
+        .find_map(|l| l.strip_prefix("a=fingerprint:"))
+        .unwrap();
+    let sha1 = "sha-1 AB:CD:EF:01:23:45:67:89:AB:CD:EF:01:23:45:67:89:AB:CD:EF:01";
+    let cases = [
+        ("a=setup:actpass", "a=setup:bogus", "a=setup:bogus"),
+        ("a=setup:actpass", "a=setup:passive", "a=setup:passive"),
+        (fp, sha1, "sha-1"),
+        ("a=sctp-port:5000", "a=sctp-port:-5", "a=sctp-port:-5"),
+        ("a=sctp-port:5000", "a=sctp-port:70000", "a=sctp-port:70000"),
+        ("UDP/TLS/RTP/SAVPF", "RTP/AVP", "DTLS-SRTP"),
+    ];
+    for (from, to, named) in cases {
+        let offer = chromium.replace(from, to);
+        let r = http_post(h, "/v1/realtime/calls", "application/sdp", offer.as_bytes()).await;
+        assert_eq!(r.status, 400, "{to}: {}", r.body);
+        assert_eq!(error_code(&r.body), "invalid_offer", "{to}: {}", r.body);
+        let message = serde_json::from_str::<Value>(&r.body).unwrap()["error"]["message"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(message.contains(named), "{to}: {message}");
+    }
+    // No audio m-line (only the data channel): the long-standing code.
+    let (head, rest) = chromium.split_once("m=audio").unwrap();
+    let data_only = format!(
+        "{head}m=application{}",
+        rest.split_once("m=application").unwrap().1
+    );
+    let r = http_post(
+        h,
+        "/v1/realtime/calls",
+        "application/sdp",
+        data_only.as_bytes(),
+    )
+    .await;
+    assert_eq!((r.status, error_code(&r.body).as_str()), (400, "no_audio"));
+    assert_eq!(sessions(&server).await, 0, "a refused offer left a session");
+
+    for offer in [chromium, firefox] {
+        let r = http_post(h, "/v1/realtime/calls", "application/sdp", offer.as_bytes()).await;
+        assert_eq!(r.status, 201, "{}", r.body);
+        assert!(r.body.starts_with("v=0"), "{}", r.body);
+    }
+    assert_eq!(sessions(&server).await, 2);
+    server.shutdown().await;
+}
+
 /// A connection that sends no request is closed after the header timeout, on the HTTP and the
 /// HTTPS listener alike, as is a keep-alive connection that goes quiet after a request; the
 /// server keeps serving.

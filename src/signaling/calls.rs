@@ -12,7 +12,9 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
+use super::{
+    ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, offer_check, placement,
+};
 use crate::control::TransceiverControl;
 use crate::transceiver::CallError;
 
@@ -99,27 +101,12 @@ async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
     }
 }
 
-/// Cheap checks before a transceiver spends anything on the offer.
+/// Refuses, before a transceiver spends anything on it, an offer this server cannot honour
+/// (see [`offer_check`]): such a call would get an answer and then only time out.
 fn check_offer(offer: &str) -> Result<(), ApiError> {
-    if !offer.trim_start().starts_with("v=0") {
-        return Err(ApiError::invalid(
-            "invalid_sdp",
-            "the body is not an SDP offer (it must start with v=0)",
-        ));
-    }
-    if !offer.lines().any(|l| l.starts_with("m=audio")) {
-        return Err(ApiError::invalid(
-            "no_audio",
-            "the offer has no audio m-line",
-        ));
-    }
-    if !offer.lines().any(|l| l.starts_with("a=fingerprint:")) {
-        return Err(ApiError::invalid(
-            "no_dtls_fingerprint",
-            "the offer has no a=fingerprint line; DTLS-SRTP needs the client's certificate fingerprint",
-        ));
-    }
-    Ok(())
+    offer_check::check_offer(offer)
+        .map(|_| ())
+        .map_err(|e| ApiError::invalid(e.code(), e.to_string()))
 }
 
 pub(super) async fn create_call(

@@ -14,6 +14,7 @@ mod admin_access;
 mod calls;
 mod errors;
 pub mod keys;
+pub mod offer_check;
 mod placement;
 mod web;
 
