@@ -512,6 +512,59 @@ async fn offers_the_server_cannot_honour_are_refused_and_real_ones_answered() {
     server.shutdown().await;
 }
 
+/// The key store is bounded: a session config over the cap is refused with a 400 saying so,
+/// and once live keys fill the store a mint gets a 503 with `Retry-After`, in the error shape.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_secrets_are_bounded_in_size_and_in_total() {
+    use voice_edge::signaling::keys::{MAX_EPHEMERAL_BYTES, MAX_SESSION_BYTES};
+    let server = start(AllInOneConfig::default()).await;
+    let h = server.http_addr;
+    let mint = |instructions: usize| {
+        serde_json::to_vec(&serde_json::json!({
+            "session": {"type": "realtime", "instructions": "x".repeat(instructions)}
+        }))
+        .unwrap()
+    };
+    let r = http_post(
+        h,
+        "/v1/realtime/client_secrets",
+        "application/json",
+        &mint(MAX_SESSION_BYTES),
+    )
+    .await;
+    assert_eq!(
+        (r.status, error_code(&r.body).as_str()),
+        (400, "session_too_large"),
+        "{}",
+        r.body
+    );
+    let body = mint(MAX_SESSION_BYTES - 200);
+    let most = MAX_EPHEMERAL_BYTES / (MAX_SESSION_BYTES - 200);
+    let mut minted = 0;
+    let full = loop {
+        let r = http_post(h, "/v1/realtime/client_secrets", "application/json", &body).await;
+        if r.status != 200 {
+            break r;
+        }
+        minted += 1;
+        assert!(
+            minted <= most,
+            "minted {minted} keys of {} bytes",
+            body.len()
+        );
+    };
+    assert!(minted >= most * 9 / 10, "refused after only {minted}");
+    assert_eq!(
+        (full.status, error_code(&full.body).as_str()),
+        (503, "key_store_full"),
+        "{}",
+        full.body
+    );
+    let retry: u64 = full.headers["retry-after"].parse().unwrap();
+    assert!((1..=600).contains(&retry), "Retry-After: {retry}");
+    server.shutdown().await;
+}
+
 /// A connection that sends no request is closed after the header timeout, on the HTTP and the
 /// HTTPS listener alike, as is a keep-alive connection that goes quiet after a request; the
 /// server keeps serving.

@@ -215,8 +215,21 @@ async fn client_secrets(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?
     };
-    sig.keys
-        .mint(&req)
-        .map(Json)
-        .map_err(|m| ApiError::invalid("invalid_request", m))
+    sig.keys.mint(&req).map(Json).map_err(|e| match e {
+        keys::MintError::Invalid(m) => ApiError::invalid("invalid_request", m),
+        keys::MintError::SessionTooLarge(n) => ApiError::invalid(
+            "session_too_large",
+            format!(
+                "the session config is {n} bytes as JSON; a client secret carries at most {} (send long instructions with session.update instead)",
+                keys::MAX_SESSION_BYTES
+            ),
+        ),
+        keys::MintError::Full { retry_after } => ApiError {
+            code: "key_store_full",
+            ..ApiError::unavailable(format!(
+                "this server holds as many live ephemeral keys as it keeps; retry in {retry_after} s"
+            ))
+        }
+        .with_retry_after(retry_after),
+    })
 }
