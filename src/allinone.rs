@@ -65,7 +65,8 @@ pub struct AllInOneConfig {
     /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
     #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
     pub route_secret: Option<String>,
-    /// Use this Redis for the flow cache instead of the embedded one (redis://HOST:PORT).
+    /// Use this Redis for the flow cache instead of the embedded one:
+    /// redis://[[USER]:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     pub redis_url: Option<String>,
     /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.

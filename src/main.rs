@@ -105,7 +105,7 @@ struct SignalingArgs {
     /// loopback. Without one, admin serves loopback peers only.
     #[arg(long, env = "VOICE_EDGE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Redis with the transceivers' membership: redis://[:PASSWORD@]HOST:PORT[/DB].
+    /// Redis with the transceivers' membership: redis://[[USER]:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: String,
     /// The secret transceivers' control APIs require.
@@ -154,7 +154,7 @@ struct TransceiverArgs {
     /// The address relays and signaling reach this process at; default: the primary interface's.
     #[arg(long, env = "VOICE_EDGE_HOST")]
     host: Option<std::net::IpAddr>,
-    /// Redis for membership: redis://[:PASSWORD@]HOST:PORT[/DB].
+    /// Redis for membership: redis://[[USER]:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: String,
     #[arg(long, env = "VOICE_EDGE_CLUSTER_SECRET", hide_env_values = true)]
@@ -226,7 +226,7 @@ struct RelayArgs {
     #[command(flatten)]
     metrics: MetricsListener,
     /// Redis for the flow cache and, without --transceiver, membership:
-    /// redis://[:PASSWORD@]HOST:PORT[/DB]; none by default.
+    /// redis://[[USER]:PASSWORD@]HOST:PORT[/DB]; none by default.
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: Option<String>,
 }
