@@ -205,7 +205,10 @@ pub struct Running {
     pub media_addr: SocketAddr,
     /// Where the entry relay's public socket is bound.
     pub media_bind: SocketAddr,
-    pub redis_addr: Option<String>,
+    /// The flow cache as the banner shows it (a password never appears), if there is one.
+    pub flow_cache: Option<String>,
+    /// The embedded Redis-protocol server's address (loopback), for this process only.
+    pub embedded_redis: Option<SocketAddr>,
     pub relays: Vec<Arc<RelaySlot>>,
     pub transceivers: Vec<TransceiverHandle>,
     threads: Vec<JoinHandle<()>>,
@@ -289,15 +292,16 @@ impl Running {
 /// relays' member tables, and all of them the signaling that is started last.
 pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let keys = route_keys(cfg.route_secret.as_deref())?;
-    let redis_addr = start_flow_cache(&cfg).await?;
-    let flow_cache = redis_addr.clone().map(|redis| FlowCacheConfig {
-        redis,
+    let redis = start_flow_cache(&cfg).await?;
+    let flow_cache = redis.as_ref().map(|r| FlowCacheConfig {
+        redis: r.url.clone(),
         ttl: cfg.flow_ttl,
     });
     let host = HostAddrs::read();
     let plans = MediaPlans::new(&cfg, &host);
     let media = start_media(&cfg, &plans, &keys, flow_cache)?;
-    let signaling = Signaling::new(media.views, stats(&media.relays, redis_addr.as_deref()))
+    let flow_cache = redis.as_ref().map(FlowCacheRedis::describe);
+    let signaling = Signaling::new(media.views, stats(&media.relays, flow_cache.clone()))
         .with_admin(admin_actions(&media.relays, &media.transceivers))
         .with_admin_token(cfg.admin_token.clone())
         .with_keys(crate::signaling::keys::Keys::new(
@@ -331,7 +335,8 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         https,
         media_addr: media.media_addr,
         media_bind: media.media_bind,
-        redis_addr,
+        flow_cache,
+        embedded_redis: redis.and_then(|r| r.embedded),
         relays: media.relays,
         transceivers: media.transceivers,
         threads: media.threads,
@@ -355,17 +360,40 @@ fn route_keys(secret: Option<&str>) -> anyhow::Result<RouteKeys> {
     })
 }
 
-/// The flow cache's Redis URL: the configured one, or the embedded server started here.
-async fn start_flow_cache(cfg: &AllInOneConfig) -> anyhow::Result<Option<String>> {
+/// The flow cache's Redis: the configured one, or the embedded server started here.
+struct FlowCacheRedis {
+    url: String,
+    /// The embedded server's address; `None` for a configured Redis.
+    embedded: Option<SocketAddr>,
+}
+
+impl FlowCacheRedis {
+    /// What the banner and `/admin/stats` show. The embedded server has no password (mini-redis
+    /// has no AUTH), so its address stays inside this process: only the relays here use it.
+    fn describe(&self) -> String {
+        match self.embedded {
+            Some(_) => "embedded (loopback, this process only)".to_owned(),
+            None => cache::redact_redis_url(&self.url),
+        }
+    }
+}
+
+async fn start_flow_cache(cfg: &AllInOneConfig) -> anyhow::Result<Option<FlowCacheRedis>> {
     if !cfg.flow_cache {
         return Ok(None);
     }
     Ok(Some(match &cfg.redis_url {
-        Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
-        None => format!(
-            "redis://{}",
-            cache::start_embedded(cfg.embedded_redis).await?
-        ),
+        Some(url) => FlowCacheRedis {
+            url: cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
+            embedded: None,
+        },
+        None => {
+            let addr = cache::start_embedded(cfg.embedded_redis).await?;
+            FlowCacheRedis {
+                url: format!("redis://{addr}"),
+                embedded: Some(addr),
+            }
+        }
     }))
 }
 
@@ -549,9 +577,8 @@ fn start_transceivers(
 }
 
 /// `/admin/stats` beyond placement: the relays' counters and the flow cache in use.
-fn stats(relays: &[Arc<RelaySlot>], redis_addr: Option<&str>) -> StatsFn {
+fn stats(relays: &[Arc<RelaySlot>], redis: Option<String>) -> StatsFn {
     let relays = relays.to_vec();
-    let redis = redis_addr.map(cache::redact_redis_url);
     Arc::new(move || {
         json!({
             "relays": relays.iter().map(|r| r.stats()).collect::<Vec<_>>(),

@@ -6,7 +6,17 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
 /// Starts mini-redis on `listen` inside the current tokio runtime; returns its bound address.
+///
+/// mini-redis has no AUTH (nor SELECT, nor a memory limit), so anyone who reaches it can read
+/// and write the flow cache and grow this process. It therefore binds loopback only, refusing
+/// anything else, and its address is used by this process's relays and shown to no one: other
+/// users of this machine could still find it by scanning loopback, which is why a shared host
+/// or a deployment passes `--redis-url` to a Redis with a password instead.
 pub async fn start_embedded(listen: SocketAddr) -> anyhow::Result<SocketAddr> {
+    anyhow::ensure!(
+        listen.ip().is_loopback(),
+        "the embedded Redis-protocol server has no password, so it binds loopback only, not {listen}"
+    );
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {

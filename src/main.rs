@@ -369,10 +369,7 @@ fn banner(r: &Running, lan: bool) -> String {
         r.media_addr,
         r.relays.len(),
         r.transceivers.len(),
-        r.redis_addr
-            .as_deref()
-            .map(voice_edge::cache::redact_redis_url)
-            .unwrap_or_else(|| "off".into())
+        r.flow_cache.as_deref().unwrap_or("off")
     );
     out
 }

@@ -204,3 +204,43 @@ fn wait_for_in(url: &str, key: &str, within: Duration) -> Option<String> {
     }
     None
 }
+
+/// The embedded Redis-protocol server has no password, so it listens on loopback only (not on
+/// the machine's network address) and refuses to bind anywhere else; its address is not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_redis_listens_on_loopback_only() {
+    let server = voice_edge::allinone::start(voice_edge::allinone::AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let embedded = server
+        .embedded_redis
+        .expect("the all-in-one runs it by default");
+    assert!(embedded.ip().is_loopback(), "{embedded}");
+    assert!(std::net::TcpStream::connect(embedded).is_ok());
+    // Not on any of this machine's other addresses, at that port.
+    for i in voice_edge::media_address::HostAddrs::read().interfaces {
+        let ip = i.ip;
+        if !ip.is_loopback() {
+            let there = std::net::SocketAddr::new(ip, embedded.port());
+            assert!(
+                std::net::TcpStream::connect_timeout(&there, Duration::from_millis(500)).is_err(),
+                "the embedded Redis answers on {there}"
+            );
+        }
+    }
+    let shown = server.flow_cache.clone().unwrap();
+    assert!(!shown.contains(&embedded.port().to_string()), "{shown}");
+    let stats = common::http_get(server.http_addr, "/admin/stats")
+        .await
+        .body;
+    assert!(!stats.contains(&format!(":{}", embedded.port())), "{stats}");
+    for anywhere in ["0.0.0.0:0", "[::]:0"] {
+        let e = voice_edge::cache::start_embedded(anywhere.parse().unwrap()).await;
+        assert!(e.is_err(), "bound {anywhere}");
+    }
+    server.shutdown().await;
+}
