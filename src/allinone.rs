@@ -85,6 +85,11 @@ pub struct AllInOneConfig {
     pub direct: bool,
     #[command(flatten)]
     pub http_limits: HttpLimits,
+    /// Allow the admin actions that disrupt live calls, for development and recovery tests:
+    /// POST /admin/actions/restart-relay[:NAME], drain-transceiver:ID, undrain-transceiver:ID.
+    /// Without it they answer 403; /admin/stats, /admin/calls and /metrics are always served.
+    #[arg(long, env = "VOICE_EDGE_DEV_ADMIN")]
+    pub dev_admin: bool,
     /// Where the embedded Redis-protocol server listens when `redis_url` is absent.
     #[arg(skip = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     pub embedded_redis: SocketAddr,
@@ -302,7 +307,10 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let media = start_media(&cfg, &plans, &keys, flow_cache)?;
     let flow_cache = redis.as_ref().map(FlowCacheRedis::describe);
     let signaling = Signaling::new(media.views, stats(&media.relays, flow_cache.clone()))
-        .with_admin(admin_actions(&media.relays, &media.transceivers))
+        .with_admin(
+            admin_actions(&media.relays, &media.transceivers),
+            cfg.dev_admin,
+        )
         .with_admin_token(cfg.admin_token.clone())
         .with_keys(crate::signaling::keys::Keys::new(
             cfg.require_keys,
@@ -587,8 +595,9 @@ fn stats(relays: &[Arc<RelaySlot>], redis: Option<String>) -> StatsFn {
     })
 }
 
-/// The all-in-one's `POST /admin/actions/{name}`: what an operator (or a recovery test) does to
-/// a relay or a transceiver that in a deployment would be a pod restart or a drain.
+/// The all-in-one's `POST /admin/actions/{name}` (with `--dev-admin`): what a developer or a
+/// recovery test does to a relay or a transceiver that in a deployment would be a pod restart
+/// or a drain.
 fn admin_actions(relays: &[Arc<RelaySlot>], transceivers: &[TransceiverHandle]) -> AdminAction {
     let relays = relays.to_vec();
     let transceivers = transceivers.to_vec();
@@ -740,8 +749,8 @@ mod tests {
         );
         assert_eq!((&c.route_secret, &c.redis_url), (&None, &None));
         assert!(!c.require_keys && c.api_keys.is_empty() && !c.direct && !c.lan.enabled);
+        assert!(!c.dev_admin, "disruptive admin actions are opt-in");
         assert_eq!(c.http_limits, HttpLimits::default());
-
         assert_eq!(c.embedded_redis, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
         assert!(c.flow_cache && c.learn_outbound);
         assert_eq!(c.flow_ttl, Duration::from_secs(120));

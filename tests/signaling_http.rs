@@ -181,7 +181,11 @@ async fn required_keys_client_secrets_and_multipart_offers() {
 /// and admin answers carry no CORS grant; the public API keeps its CORS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_refuses_web_pages_and_undoes_a_drain() {
-    let server = start(AllInOneConfig::default()).await;
+    let server = start(AllInOneConfig {
+        dev_admin: true,
+        ..Default::default()
+    })
+    .await;
     let a = server.http_addr;
     let drain = "/admin/actions/drain-transceiver:1";
     for headers in [
@@ -353,6 +357,46 @@ async fn only_the_creating_key_or_a_server_key_may_end_a_call() {
     )
     .await;
     assert_eq!(r.status, 200, "{}", r.body);
+    server.shutdown().await;
+}
+
+/// Without `--dev-admin` the actions that disrupt live calls are refused (403, in the error
+/// shape) and change nothing, while the read-only endpoints still answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn disruptive_admin_actions_need_the_dev_admin_flag() {
+    let server = start(AllInOneConfig::default()).await;
+    let a = server.http_addr;
+    // Something the relay counts, which a restart (a fresh relay) would forget.
+    let stray = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    stray
+        .send_to(b"not stun", server.relay().public_addr())
+        .unwrap();
+    let counted = || server.relay().counters().dropped_not_stun;
+    for _ in 0..100 {
+        if counted() > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(counted(), 1);
+    for action in [
+        "restart-relay",
+        "restart-relay:cluster-0",
+        "drain-transceiver:1",
+        "undrain-transceiver:1",
+    ] {
+        let r =
+            common::http_with_headers("POST", a, &format!("/admin/actions/{action}"), &[]).await;
+        assert_eq!(r.status, 403, "{action}: {}", r.body);
+        assert_eq!(error_code(&r.body), "dev_admin_disabled");
+        assert!(r.body.contains("--dev-admin"), "{}", r.body);
+    }
+    assert!(server.transceivers.iter().all(|t| !t.is_draining()));
+    assert_eq!(counted(), 1, "the relay was restarted");
+    for path in ["/admin/stats", "/admin/calls", "/metrics"] {
+        let r = common::http_get(a, path).await;
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+    }
     server.shutdown().await;
 }
 

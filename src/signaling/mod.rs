@@ -68,7 +68,7 @@ pub struct Signaling {
     /// Makes pick-and-reserve atomic across concurrent offers.
     placement: Arc<Mutex<()>>,
     stats: StatsFn,
-    admin: Option<AdminAction>,
+    admin: admin::AdminActions,
     admin_access: AdminAccess,
     keys: Arc<keys::Keys>,
     counters: Arc<CallCounters>,
@@ -94,7 +94,7 @@ impl Signaling {
             directory,
             placement: Arc::new(Mutex::new(())),
             stats,
-            admin: None,
+            admin: admin::AdminActions::None,
             admin_access: AdminAccess::default(),
             keys: Arc::new(keys::Keys::open()),
             counters: Arc::default(),
@@ -106,8 +106,14 @@ impl Signaling {
         self
     }
 
-    pub fn with_admin(mut self, admin: AdminAction) -> Self {
-        self.admin = Some(admin);
+    /// Offers `admin` as `POST /admin/actions/{name}`; unless `dev_admin`, every action is
+    /// refused with 403 (see [`admin::AdminActions`]).
+    pub fn with_admin(mut self, admin: AdminAction, dev_admin: bool) -> Self {
+        self.admin = if dev_admin {
+            admin::AdminActions::Enabled(admin)
+        } else {
+            admin::AdminActions::Disabled
+        };
         self
     }
 
