@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::cache;
 use crate::control::TransceiverControl;
+use crate::http_server::{HttpLimits, HttpServer};
 use crate::https::{self, CertSource, HttpsServer};
 use crate::media_address::{self, Advertise, HostAddrs, MediaBind, MediaPlan};
 use crate::membership::ClusterMembers;
@@ -69,7 +70,8 @@ pub struct AllInOneConfig {
     /// Route secret (hex, ≥ 16 bytes) shared by relays and transceivers; random if not given.
     #[arg(long, env = "VOICE_EDGE_ROUTE_SECRET")]
     pub route_secret: Option<String>,
-    /// Use this Redis for the flow cache instead of the embedded one (redis://HOST:PORT).
+    /// Use this Redis for the flow cache instead of the embedded one:
+    /// redis://[[USER]:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     pub redis_url: Option<String>,
     /// Calls need a server key (--api-key) or an unexpired ek_ key from /v1/realtime/client_secrets.
@@ -86,6 +88,13 @@ pub struct AllInOneConfig {
     /// Answers name each transceiver's own socket, bypassing the relay (to measure the relay's cost).
     #[arg(long, env = "VOICE_EDGE_DIRECT")]
     pub direct: bool,
+    #[command(flatten)]
+    pub http_limits: HttpLimits,
+    /// Allow the admin actions that disrupt live calls, for development and recovery tests:
+    /// POST /admin/actions/restart-relay[:NAME], drain-transceiver:ID, undrain-transceiver:ID.
+    /// Without it they answer 403; /admin/stats, /admin/calls and /metrics are always served.
+    #[arg(long, env = "VOICE_EDGE_DEV_ADMIN")]
+    pub dev_admin: bool,
     /// Where the embedded Redis-protocol server listens when `redis_url` is absent.
     #[arg(skip = SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))]
     pub embedded_redis: SocketAddr,
@@ -211,13 +220,15 @@ pub struct Running {
     pub media_addr: SocketAddr,
     /// Where the entry relay's public socket is bound.
     pub media_bind: SocketAddr,
-    pub redis_addr: Option<String>,
+    /// The flow cache as the banner shows it (a password never appears), if there is one.
+    pub flow_cache: Option<String>,
+    /// The embedded Redis-protocol server's address (loopback), for this process only.
+    pub embedded_redis: Option<SocketAddr>,
     pub relays: Vec<Arc<RelaySlot>>,
     pub transceivers: Vec<TransceiverHandle>,
     threads: Vec<JoinHandle<()>>,
-    server: tokio::task::JoinHandle<()>,
+    http: HttpServer,
     https: Option<HttpsServer>,
-    shutdown: tokio::sync::watch::Sender<bool>,
 }
 
 impl Running {
@@ -270,8 +281,7 @@ impl Running {
 
     /// Stops accepting HTTP, ends every call (clients get DTLS close_notify) and stops relays.
     pub async fn shutdown(self) {
-        let _ = self.shutdown.send(true);
-        let _ = self.server.await;
+        self.http.stop().await;
         if let Some(h) = self.https {
             h.stop().await;
         }
@@ -297,16 +307,20 @@ impl Running {
 /// relays' member tables, and all of them the signaling that is started last.
 pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let keys = route_keys(cfg.route_secret.as_deref())?;
-    let redis_addr = start_flow_cache(&cfg).await?;
-    let flow_cache = redis_addr.clone().map(|redis| FlowCacheConfig {
-        redis,
+    let redis = start_flow_cache(&cfg).await?;
+    let flow_cache = redis.as_ref().map(|r| FlowCacheConfig {
+        redis: r.url.clone(),
         ttl: cfg.flow_ttl,
     });
     let host = HostAddrs::read();
     let plans = MediaPlans::new(&cfg, &host);
     let media = start_media(&cfg, &plans, &keys, flow_cache)?;
-    let signaling = Signaling::new(media.views, stats(&media.relays, redis_addr.as_deref()))
-        .with_admin(admin_actions(&media.relays, &media.transceivers))
+    let flow_cache = redis.as_ref().map(FlowCacheRedis::describe);
+    let signaling = Signaling::new(media.views, stats(&media.relays, flow_cache.clone()))
+        .with_admin(
+            admin_actions(&media.relays, &media.transceivers),
+            cfg.dev_admin,
+        )
         .with_admin_token(cfg.admin_token.clone())
         .with_keys(crate::signaling::keys::Keys::new(
             cfg.require_keys,
@@ -314,11 +328,20 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         ))
         .with_call_limits(cfg.call_limits);
     let lan = if cfg.lan.enabled {
-        Some(start_https(&cfg.lan, &host, media.media_addr, &signaling).await?)
+        Some(
+            start_https(
+                &cfg.lan,
+                &host,
+                media.media_addr,
+                &signaling,
+                cfg.http_limits,
+            )
+            .await?,
+        )
     } else {
         None
     };
-    let http = serve_http(cfg.http, signaling).await?;
+    let http = serve_http(cfg.http, signaling, cfg.http_limits).await?;
     let (https, https_url, https_cert) = match lan {
         Some(l) => (Some(l.server), Some(l.url), Some(l.cert)),
         None => (None, None, None),
@@ -331,12 +354,12 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         https,
         media_addr: media.media_addr,
         media_bind: media.media_bind,
-        redis_addr,
+        flow_cache,
+        embedded_redis: redis.and_then(|r| r.embedded),
         relays: media.relays,
         transceivers: media.transceivers,
         threads: media.threads,
-        server: http.server,
-        shutdown: http.shutdown,
+        http: http.server,
     })
 }
 
@@ -356,17 +379,40 @@ fn route_keys(secret: Option<&str>) -> anyhow::Result<RouteKeys> {
     })
 }
 
-/// The flow cache's Redis URL: the configured one, or the embedded server started here.
-async fn start_flow_cache(cfg: &AllInOneConfig) -> anyhow::Result<Option<String>> {
+/// The flow cache's Redis: the configured one, or the embedded server started here.
+struct FlowCacheRedis {
+    url: String,
+    /// The embedded server's address; `None` for a configured Redis.
+    embedded: Option<SocketAddr>,
+}
+
+impl FlowCacheRedis {
+    /// What the banner and `/admin/stats` show. The embedded server has no password (mini-redis
+    /// has no AUTH), so its address stays inside this process: only the relays here use it.
+    fn describe(&self) -> String {
+        match self.embedded {
+            Some(_) => "embedded (loopback, this process only)".to_owned(),
+            None => cache::redact_redis_url(&self.url),
+        }
+    }
+}
+
+async fn start_flow_cache(cfg: &AllInOneConfig) -> anyhow::Result<Option<FlowCacheRedis>> {
     if !cfg.flow_cache {
         return Ok(None);
     }
     Ok(Some(match &cfg.redis_url {
-        Some(url) => cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
-        None => format!(
-            "redis://{}",
-            cache::start_embedded(cfg.embedded_redis).await?
-        ),
+        Some(url) => FlowCacheRedis {
+            url: cache::parse_redis_url(url).map_err(anyhow::Error::msg)?,
+            embedded: None,
+        },
+        None => {
+            let addr = cache::start_embedded(cfg.embedded_redis).await?;
+            FlowCacheRedis {
+                url: format!("redis://{addr}"),
+                embedded: Some(addr),
+            }
+        }
     }))
 }
 
@@ -553,9 +599,8 @@ fn start_transceivers(
 }
 
 /// `/admin/stats` beyond placement: the relays' counters and the flow cache in use.
-fn stats(relays: &[Arc<RelaySlot>], redis_addr: Option<&str>) -> StatsFn {
+fn stats(relays: &[Arc<RelaySlot>], redis: Option<String>) -> StatsFn {
     let relays = relays.to_vec();
-    let redis = redis_addr.map(cache::redact_redis_url);
     Arc::new(move || {
         json!({
             "relays": relays.iter().map(|r| r.stats()).collect::<Vec<_>>(),
@@ -564,8 +609,9 @@ fn stats(relays: &[Arc<RelaySlot>], redis_addr: Option<&str>) -> StatsFn {
     })
 }
 
-/// The all-in-one's `POST /admin/actions/{name}`: what an operator (or a recovery test) does to
-/// a relay or a transceiver that in a deployment would be a pod restart or a drain.
+/// The all-in-one's `POST /admin/actions/{name}` (with `--dev-admin`): what a developer or a
+/// recovery test does to a relay or a transceiver that in a deployment would be a pod restart
+/// or a drain.
 fn admin_actions(relays: &[Arc<RelaySlot>], transceivers: &[TransceiverHandle]) -> AdminAction {
     let relays = relays.to_vec();
     let transceivers = transceivers.to_vec();
@@ -633,6 +679,7 @@ async fn start_https(
     host: &HostAddrs,
     media_addr: SocketAddr,
     signaling: &Signaling,
+    limits: HttpLimits,
 ) -> anyhow::Result<Lan> {
     // What a phone types: the LAN address for a wildcard bind (the address media is
     // advertised at when that is one of ours), else the bound address itself.
@@ -659,8 +706,13 @@ async fn start_https(
     };
     let pem = source.load()?;
     let cert = pem.origin.clone();
-    let server =
-        HttpsServer::start(lan.https, pem, signaling.clone().router_without_admin()).await?;
+    let server = HttpsServer::start(
+        lan.https,
+        pem,
+        signaling.clone().router_without_admin(),
+        limits,
+    )
+    .await?;
     let url = format!(
         "https://{}:{}/",
         media_address::url_host(lan_ip),
@@ -674,40 +726,23 @@ async fn start_https(
     Ok(Lan { server, url, cert })
 }
 
-/// The plain HTTP listener: API, demo page and admin, until `shutdown` says stop.
+/// The plain HTTP listener: API, demo page and admin.
 struct Http {
     addr: SocketAddr,
     url: String,
-    server: tokio::task::JoinHandle<()>,
-    shutdown: tokio::sync::watch::Sender<bool>,
+    server: HttpServer,
 }
 
-async fn serve_http(addr: SocketAddr, signaling: Signaling) -> anyhow::Result<Http> {
+async fn serve_http(
+    addr: SocketAddr,
+    signaling: Signaling,
+    limits: HttpLimits,
+) -> anyhow::Result<Http> {
     let listener = tokio::net::TcpListener::bind(addr).await?;
-    let addr = listener.local_addr()?;
+    let server = HttpServer::spawn(listener, signaling.router(), limits, None)?;
+    let addr = server.addr;
     let url = format!("http://{}/", media_address::reachable(addr));
-    let (shutdown, mut shutdown_rx) = tokio::sync::watch::channel(false);
-    let server = tokio::spawn(async move {
-        let r = axum::serve(
-            listener,
-            signaling
-                .router()
-                .into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
-            let _ = shutdown_rx.wait_for(|v| *v).await;
-        })
-        .await;
-        if let Err(e) = r {
-            log::error!("http server: {e}");
-        }
-    });
-    Ok(Http {
-        addr,
-        url,
-        server,
-        shutdown,
-    })
+    Ok(Http { addr, url, server })
 }
 
 #[cfg(test)]
@@ -728,6 +763,8 @@ mod tests {
         );
         assert_eq!((&c.route_secret, &c.redis_url), (&None, &None));
         assert!(!c.require_keys && c.api_keys.is_empty() && !c.direct && !c.lan.enabled);
+        assert!(!c.dev_admin, "disruptive admin actions are opt-in");
+        assert_eq!(c.http_limits, HttpLimits::default());
         assert_eq!(c.embedded_redis, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
         assert!(c.flow_cache && c.learn_outbound);
         assert_eq!(c.flow_ttl, Duration::from_secs(120));

@@ -6,7 +6,17 @@ use std::net::SocketAddr;
 use tokio::net::TcpListener;
 
 /// Starts mini-redis on `listen` inside the current tokio runtime; returns its bound address.
+///
+/// mini-redis has no AUTH (nor SELECT, nor a memory limit), so anyone who reaches it can read
+/// and write the flow cache and grow this process. It therefore binds loopback only, refusing
+/// anything else, and its address is used by this process's relays and shown to no one: other
+/// users of this machine could still find it by scanning loopback, which is why a shared host
+/// or a deployment passes `--redis-url` to a Redis with a password instead.
 pub async fn start_embedded(listen: SocketAddr) -> anyhow::Result<SocketAddr> {
+    anyhow::ensure!(
+        listen.ip().is_loopback(),
+        "the embedded Redis-protocol server has no password, so it binds loopback only, not {listen}"
+    );
     let listener = TcpListener::bind(listen).await?;
     let addr = listener.local_addr()?;
     tokio::spawn(async move {
@@ -32,10 +42,13 @@ pub fn parse_redis_url(url: &str) -> Result<String, String> {
     let hostport = hostport.rsplit('@').next().unwrap_or(hostport);
     if hostport.is_empty() || !hostport.contains(':') {
         return Err(format!(
-            "expected redis://[:PASSWORD@]HOST:PORT[/DB], got {url:?}"
+            "expected redis://[[USER]:PASSWORD@]HOST:PORT[/DB], got {:?}",
+            redact_redis_url(&full)
         ));
     }
-    redis::Client::open(full.as_str()).map_err(|e| format!("bad Redis URL {url:?}: {e}"))?;
+    // Errors quote the URL with its password replaced: they end up in logs and on terminals.
+    redis::Client::open(full.as_str())
+        .map_err(|e| format!("bad Redis URL {:?}: {e}", redact_redis_url(&full)))?;
     Ok(full)
 }
 
@@ -71,6 +84,13 @@ mod tests {
         );
         assert!(parse_redis_url("redis://").is_err());
         assert!(parse_redis_url("redis://host").is_err());
+        assert_eq!(
+            parse_redis_url("redis://app:pw@10.0.0.1:6380/2").unwrap(),
+            "redis://app:pw@10.0.0.1:6380/2"
+        );
+        // A refused URL is quoted back without its password.
+        let e = parse_redis_url("redis://:s3cret@host-without-port/1").unwrap_err();
+        assert!(!e.contains("s3cret") && e.contains(":***@"), "{e}");
         assert_eq!(
             redact_redis_url("redis://:pw@10.0.0.1:6380/3"),
             "redis://:***@10.0.0.1:6380/3"

@@ -8,12 +8,12 @@
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use anyhow::Context;
 use axum::Router;
-use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
+
+use crate::http_server::{HttpLimits, HttpServer};
 
 /// Where the HTTPS listener's certificate comes from.
 #[derive(Debug, Clone)]
@@ -149,36 +149,36 @@ pub fn default_cache_dir() -> PathBuf {
 }
 
 /// An HTTPS listener serving `router`, already bound so its address is known and a bind error
-/// surfaces at startup.
+/// surfaces at startup; served within [`HttpLimits`] like every other listener.
 pub struct HttpsServer {
     pub addr: SocketAddr,
-    handle: Handle<SocketAddr>,
-    task: tokio::task::JoinHandle<()>,
+    server: HttpServer,
 }
 
 impl HttpsServer {
-    pub async fn start(addr: SocketAddr, pem: CertPem, router: Router) -> anyhow::Result<Self> {
+    pub async fn start(
+        addr: SocketAddr,
+        pem: CertPem,
+        router: Router,
+        limits: HttpLimits,
+    ) -> anyhow::Result<Self> {
+        // axum-server's loader only turns the PEM into a rustls config; serving is ours.
         let config = RustlsConfig::from_pem(pem.cert, pem.key)
             .await
             .context("loading the TLS certificate and key (PEM)")?;
-        let listener = std::net::TcpListener::bind(addr)
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
             .with_context(|| format!("binding HTTPS on {addr}"))?;
-        listener.set_nonblocking(true)?;
-        let addr = listener.local_addr()?;
-        let handle = Handle::new();
-        let server = axum_server::from_tcp_rustls(listener, config)?.handle(handle.clone());
-        let task = tokio::spawn(async move {
-            if let Err(e) = server.serve(router.into_make_service()).await {
-                log::error!("https server: {e}");
-            }
-        });
-        Ok(HttpsServer { addr, handle, task })
+        let server = HttpServer::spawn(listener, router, limits, Some(config.get_inner()))?;
+        Ok(HttpsServer {
+            addr: server.addr,
+            server,
+        })
     }
 
     /// Stops accepting; requests in flight get a moment to finish.
     pub async fn stop(self) {
-        self.handle.graceful_shutdown(Some(Duration::from_secs(2)));
-        let _ = self.task.await;
+        self.server.stop().await;
     }
 }
 

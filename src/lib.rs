@@ -69,6 +69,10 @@ pub mod media_address;
 
 // Running it.
 
+// Every HTTP listener (signaling, admin, LAN mode's HTTPS, metrics, the control API) behind one
+// accept loop with a header timeout and a connection cap, which `axum::serve` does not have.
+pub mod http_server;
+
 // `/metrics` and `/health` on a listener of their own in each split role, and the
 // `voice-edge health` probe a container's HEALTHCHECK runs.
 pub mod ops;

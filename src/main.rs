@@ -105,7 +105,7 @@ struct SignalingArgs {
     /// loopback. Without one, admin serves loopback peers only.
     #[arg(long, env = "VOICE_EDGE_ADMIN_TOKEN", hide_env_values = true)]
     admin_token: Option<String>,
-    /// Redis with the transceivers' membership: redis://[:PASSWORD@]HOST:PORT[/DB].
+    /// Redis with the transceivers' membership: redis://[[USER]:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: String,
     /// The secret transceivers' control APIs require.
@@ -124,6 +124,8 @@ struct SignalingArgs {
     api_keys: Vec<String>,
     #[command(flatten)]
     call_limits: voice_edge::signaling::call_limits::CallLimits,
+    #[command(flatten)]
+    http_limits: voice_edge::http_server::HttpLimits,
 }
 
 #[derive(Args, Debug)]
@@ -154,7 +156,7 @@ struct TransceiverArgs {
     /// The address relays and signaling reach this process at; default: the primary interface's.
     #[arg(long, env = "VOICE_EDGE_HOST")]
     host: Option<std::net::IpAddr>,
-    /// Redis for membership: redis://[:PASSWORD@]HOST:PORT[/DB].
+    /// Redis for membership: redis://[[USER]:PASSWORD@]HOST:PORT[/DB].
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: String,
     #[arg(long, env = "VOICE_EDGE_CLUSTER_SECRET", hide_env_values = true)]
@@ -232,7 +234,7 @@ struct RelayArgs {
     #[command(flatten)]
     metrics: MetricsListener,
     /// Redis for the flow cache and, without --transceiver, membership:
-    /// redis://[:PASSWORD@]HOST:PORT[/DB]; none by default.
+    /// redis://[[USER]:PASSWORD@]HOST:PORT[/DB]; none by default.
     #[arg(long, env = "VOICE_EDGE_REDIS_URL")]
     redis_url: Option<String>,
 }
@@ -375,10 +377,7 @@ fn banner(r: &Running, lan: bool) -> String {
         r.media_addr,
         r.relays.len(),
         r.transceivers.len(),
-        r.redis_addr
-            .as_deref()
-            .map(voice_edge::cache::redact_redis_url)
-            .unwrap_or_else(|| "off".into())
+        r.flow_cache.as_deref().unwrap_or("off")
     );
     out
 }
@@ -511,6 +510,7 @@ fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
             api_keys: a.api_keys,
             call_limits: a.call_limits,
             refresh: Duration::from_millis(500),
+            http_limits: a.http_limits,
         })
         .await?;
         println!(

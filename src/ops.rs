@@ -45,13 +45,14 @@ pub async fn serve(addr: SocketAddr, metrics: MetricsFn) -> anyhow::Result<Socke
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .with_context(|| format!("binding the metrics listener on {addr}"))?;
-    let bound = listener.local_addr()?;
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router(metrics)).await {
-            log::error!("metrics listener: {e}");
-        }
-    });
-    Ok(bound)
+    // Detached: the listener serves until the process ends.
+    let server = crate::http_server::HttpServer::spawn(
+        listener,
+        router(metrics),
+        crate::http_server::HttpLimits::default(),
+        None,
+    )?;
+    Ok(server.addr)
 }
 
 /// `voice-edge health`: GET `url` (plain `http://host:port/path`) and succeed on a 2xx.

@@ -66,8 +66,8 @@ impl Drop for Server {
 }
 
 async fn new_call_status(http: SocketAddr) -> u16 {
-    // Any syntactically valid offer: a draining server must refuse before answering it.
-    let offer = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=fingerprint:sha-256 00:11\r\na=rtpmap:111 opus/48000/2\r\n";
+    // An offer the server would answer (Chromium's): a draining server must refuse it anyway.
+    let offer = include_str!("../fixtures/sdp/chromium-offer.sdp");
     http_post(
         http,
         "/v1/realtime/calls",

@@ -18,6 +18,8 @@ async fn start(lifecycle: Lifecycle) -> Running {
         http: "127.0.0.1:0".parse().unwrap(),
         relay: "127.0.0.1:0".parse().unwrap(),
         lifecycle,
+        // Draining a transceiver by hand is a dev-only admin action.
+        dev_admin: true,
         ..Default::default()
     })
     .await

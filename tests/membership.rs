@@ -162,42 +162,8 @@ async fn the_directory_follows_registrations_and_expiry() {
 
 #[test]
 fn redis_urls_with_a_password_and_a_database_are_honoured() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    struct Kill(std::process::Child);
-    impl Drop for Kill {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let _redis = Kill(
-        std::process::Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ])
-            .args(["--requirepass", "s3cret"])
-            .stdout(std::process::Stdio::null())
-            .spawn()
-            .expect("redis-server"),
-    );
-    let addr = format!("127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&addr).is_ok() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let redis = RedisServer::start_with(&["--requirepass", "s3cret"]);
+    let addr = redis.addr;
     // Without the password: refused. With it and db 3: the record lands in db 3, not db 0.
     let url = voice_edge::cache::parse_redis_url(&format!("redis://:s3cret@{addr}/3")).unwrap();
     let no_pw = format!("redis://{addr}/3");
@@ -210,5 +176,21 @@ fn redis_urls_with_a_password_and_a_database_are_honoured() {
     assert!(
         registry::list(&mut db0, None).unwrap().is_empty(),
         "written to db 0"
+    );
+    // The ACL form, user and password: the default user, db 2.
+    let acl =
+        voice_edge::cache::parse_redis_url(&format!("redis://default:s3cret@{addr}/2")).unwrap();
+    let mut c = registry::connect(&acl).unwrap();
+    assert_eq!(registry::claim(&mut c, &record("b"), None, TTL).unwrap(), 1);
+    assert_eq!(registry::list(&mut db0, None).unwrap().len(), 0);
+    // A wrong password is a clear error that does not repeat it.
+    let Err(e) = registry::connect(&format!("redis://:wr0ng-pw@{addr}/3")) else {
+        panic!("a wrong password was accepted");
+    };
+    let e = format!("{e:#}");
+    assert!(!e.contains("wr0ng-pw"), "{e}");
+    assert!(
+        e.contains("***") && e.to_ascii_uppercase().contains("PASS"),
+        "{e}"
     );
 }

@@ -13,7 +13,11 @@ use voice_edge::relay::{self, FlowCacheConfig, RelayConfig};
 use voice_edge::routing::{RouteKeys, ufrag};
 
 fn get(redis: std::net::SocketAddr, key: &str) -> Option<String> {
-    let client = redis::Client::open(format!("redis://{redis}/")).ok()?;
+    get_from(&format!("redis://{redis}/"), key)
+}
+
+fn get_from(url: &str, key: &str) -> Option<String> {
+    let client = redis::Client::open(url).ok()?;
     let mut c = client
         .get_connection_with_timeout(Duration::from_millis(300))
         .ok()?;
@@ -96,4 +100,147 @@ fn flows_survive_redis_outages_and_are_written_when_it_returns() {
         Some("5/0")
     );
     relay.stop();
+}
+
+/// Every log line this test binary writes, to check what reaches the logs.
+static LOGS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+struct Capture;
+
+impl log::Log for Capture {
+    fn enabled(&self, _: &log::Metadata) -> bool {
+        true
+    }
+    fn log(&self, r: &log::Record) {
+        LOGS.lock().unwrap().push(r.args().to_string());
+    }
+    fn flush(&self) {}
+}
+
+/// A relay writing flows to `url` with one flow created; returns the relay and the flow's key.
+fn relay_with_cache(url: &str) -> (relay::RelayHandle, String, UdpSocket) {
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    let keys = RouteKeys::from_hex(0, &"42".repeat(32)).unwrap();
+    let mut cfg = RelayConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        ClusterMembers::new(2).with(5, sink.local_addr().unwrap()),
+        keys.clone(),
+    );
+    cfg.cache = Some(FlowCacheConfig {
+        redis: voice_edge::cache::parse_redis_url(url).unwrap(),
+        ttl: Duration::from_secs(60),
+    });
+    let relay = relay::spawn(cfg).unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .send_to(
+            &binding_request(&format!("{}:abcd", ufrag::mint(&keys, 2, 5, 0))),
+            relay.public_addr,
+        )
+        .unwrap();
+    (relay, flow_key("c2", client.local_addr().unwrap()), sink)
+}
+
+/// A Redis with a password and a database in the URL (both forms, `:password@` and
+/// `user:password@`): flows land in that database; without the password nothing is written,
+/// the failure is counted and logged with its reason, and the password is never logged.
+#[test]
+fn the_flow_cache_uses_the_urls_password_and_database() {
+    let _ = log::set_logger(&Capture).map(|()| log::set_max_level(log::LevelFilter::Info));
+    let redis = RedisServer::start_with(&["--requirepass", "fl0w-s3cret"]);
+    let a = redis.addr;
+    for (url, db) in [
+        (format!("redis://:fl0w-s3cret@{a}/3"), 3),
+        (format!("redis://default:fl0w-s3cret@{a}/5"), 5),
+    ] {
+        let (relay, key, _sink) = relay_with_cache(&url);
+        let read = format!("redis://:fl0w-s3cret@{a}/{db}");
+        assert_eq!(
+            wait_for_in(&read, &key, Duration::from_secs(5)).as_deref(),
+            Some("5/0"),
+            "{db}"
+        );
+        assert_eq!(
+            get_from(&format!("redis://:fl0w-s3cret@{a}/0"), &key),
+            None,
+            "db 0"
+        );
+        relay.stop();
+    }
+
+    // No password, or a wrong one: refused, counted, and said so.
+    for url in [format!("redis://{a}/3"), format!("redis://:wr0ng@{a}/3")] {
+        let (relay, key, _sink) = relay_with_cache(&url);
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while relay.counters().cache_connect_errors == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let c = relay.counters();
+        assert!(c.cache_connect_errors >= 1, "{url}: {c:?}");
+        assert_eq!(c.cache_writes, 0, "{url}: {c:?}");
+        assert_eq!(get_from(&format!("redis://:fl0w-s3cret@{a}/3"), &key), None);
+        relay.stop();
+    }
+    let logs = LOGS.lock().unwrap().clone();
+    assert!(
+        logs.iter()
+            .any(|l| l.contains("flow cache") && l.to_ascii_uppercase().contains("AUTH")),
+        "no log says why: {logs:?}"
+    );
+    assert!(
+        logs.iter()
+            .all(|l| !l.contains("fl0w-s3cret") && !l.contains("wr0ng")),
+        "a password was logged: {logs:?}"
+    );
+}
+
+fn wait_for_in(url: &str, key: &str, within: Duration) -> Option<String> {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if let Some(v) = get_from(url, key) {
+            return Some(v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// The embedded Redis-protocol server has no password, so it listens on loopback only (not on
+/// the machine's network address) and refuses to bind anywhere else; its address is not shown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_embedded_redis_listens_on_loopback_only() {
+    let server = voice_edge::allinone::start(voice_edge::allinone::AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    let embedded = server
+        .embedded_redis
+        .expect("the all-in-one runs it by default");
+    assert!(embedded.ip().is_loopback(), "{embedded}");
+    assert!(std::net::TcpStream::connect(embedded).is_ok());
+    // Not on any of this machine's other addresses, at that port.
+    for i in voice_edge::media_address::HostAddrs::read().interfaces {
+        let ip = i.ip;
+        if !ip.is_loopback() {
+            let there = std::net::SocketAddr::new(ip, embedded.port());
+            assert!(
+                std::net::TcpStream::connect_timeout(&there, Duration::from_millis(500)).is_err(),
+                "the embedded Redis answers on {there}"
+            );
+        }
+    }
+    let shown = server.flow_cache.clone().unwrap();
+    assert!(!shown.contains(&embedded.port().to_string()), "{shown}");
+    let stats = common::http_get(server.http_addr, "/admin/stats")
+        .await
+        .body;
+    assert!(!stats.contains(&format!(":{}", embedded.port())), "{stats}");
+    for anywhere in ["0.0.0.0:0", "[::]:0"] {
+        let e = voice_edge::cache::start_embedded(anywhere.parse().unwrap()).await;
+        assert!(e.is_err(), "bound {anywhere}");
+    }
+    server.shutdown().await;
 }

@@ -27,6 +27,8 @@ async fn restart_mid_call(cfg: AllInOneConfig) -> Outcome {
     let server = allinone::start(AllInOneConfig {
         http: "127.0.0.1:0".parse().unwrap(),
         relay: "127.0.0.1:0".parse().unwrap(),
+        // The relay restart is a dev-only admin action.
+        dev_admin: true,
         ..cfg
     })
     .await
@@ -158,6 +160,7 @@ async fn a_restart_never_leaves_the_relay_port_free() {
     let server = allinone::start(AllInOneConfig {
         http: "127.0.0.1:0".parse().unwrap(),
         relay: "127.0.0.1:0".parse().unwrap(),
+        dev_admin: true,
         ..Default::default()
     })
     .await

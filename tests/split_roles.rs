@@ -112,6 +112,7 @@ async fn start_cluster() -> Cluster {
         admin_token: None,
         call_limits: Default::default(),
         refresh: Duration::from_millis(100),
+        http_limits: Default::default(),
     })
     .await
     .expect("start signaling role");

@@ -66,8 +66,11 @@ impl RemoteTransceiver {
             id,
             control,
             authorization: format!("Bearer {secret}"),
+            // Under the control listener's idle timeout (`http_server::HEADER_TIMEOUT`): a pooled
+            // connection is dropped here before the transceiver closes it, so a request never
+            // goes out on a connection the other side is closing.
             http: Client::builder(TokioExecutor::new())
-                .pool_idle_timeout(Duration::from_secs(30))
+                .pool_idle_timeout(Duration::from_secs(5))
                 .build(connector),
             reported: Mutex::new(Reported::default()),
             pending: AtomicUsize::new(0),

@@ -72,6 +72,10 @@ counters! {
     cache_writes,
     /// Flow-cache writes that failed (Redis down); retried when it returns.
     cache_write_errors,
+    /// Attempts to connect to the flow cache's Redis that failed: unreachable, or refused (a
+    /// wrong or missing password, a database that does not exist). Logged when the reason
+    /// changes.
+    cache_connect_errors,
     /// Socket send errors (datagrams the kernel refused or had no room for).
     send_errors,
 }

@@ -16,7 +16,7 @@ use super::flows::SharedFlows;
 
 #[derive(Debug, Clone)]
 pub struct FlowCacheConfig {
-    /// A Redis-protocol server's URL (`redis://[:PASSWORD@]HOST:PORT[/DB]`).
+    /// A Redis-protocol server's URL (`redis://[[USER]:PASSWORD@]HOST:PORT[/DB]`).
     pub redis: String,
     pub ttl: Duration,
 }
@@ -82,7 +82,8 @@ impl CacheThread {
         };
         // Connect before the first request: right after a restart the first lookup is on the
         // media path's clock.
-        let mut conn: Option<redis::Connection> = connect(&client);
+        let mut last_error = None;
+        let mut conn: Option<redis::Connection> = self.connect(&client, &mut last_error);
         let mut backlog: HashMap<SocketAddr, String> = HashMap::new();
         let mut last_attempt = Instant::now();
         loop {
@@ -103,17 +104,19 @@ impl CacheThread {
             };
             if conn.is_none() && last_attempt.elapsed() >= RETRY {
                 last_attempt = Instant::now();
-                conn = connect(&client);
+                conn = self.connect(&client, &mut last_error);
             }
             if let Some(c) = conn.as_mut()
                 && !backlog.is_empty()
             {
                 let pending: Vec<(SocketAddr, String)> = backlog.drain().collect();
                 for (client_addr, value) in pending {
-                    if self.write(c, client_addr, &value) {
-                        Counters::inc(&self.counters.cache_writes);
-                    } else {
-                        backlog.insert(client_addr, value);
+                    match self.write(c, client_addr, &value) {
+                        Ok(()) => Counters::inc(&self.counters.cache_writes),
+                        Err(e) => {
+                            self.log_failure(&e, &mut last_error);
+                            backlog.insert(client_addr, value);
+                        }
                     }
                 }
                 if !backlog.is_empty() {
@@ -127,8 +130,11 @@ impl CacheThread {
                     owner,
                 }) => {
                     let value = self.encode(hop, owner);
-                    let ok = conn.as_mut().is_some_and(|c| self.write(c, addr, &value));
-                    if ok {
+                    let written = conn.as_mut().map(|c| self.write(c, addr, &value));
+                    if let Some(Err(e)) = &written {
+                        self.log_failure(e, &mut last_error);
+                    }
+                    if matches!(written, Some(Ok(()))) {
                         Counters::inc(&self.counters.cache_writes);
                     } else {
                         conn = None;
@@ -178,22 +184,59 @@ impl CacheThread {
         Some((hop, self.relay.next_hop(hop, worker)?))
     }
 
-    fn write(&self, c: &mut redis::Connection, client: SocketAddr, value: &str) -> bool {
+    fn write(
+        &self,
+        c: &mut redis::Connection,
+        client: SocketAddr,
+        value: &str,
+    ) -> redis::RedisResult<()> {
         redis::cmd("SET")
             .arg(flow_key(&self.scope, client))
             .arg(value)
             .arg("PX")
             .arg(self.cfg.ttl.as_millis() as u64)
             .query::<()>(c)
-            .is_ok()
     }
 }
 
-fn connect(client: &redis::Client) -> Option<redis::Connection> {
-    let c = client.get_connection_with_timeout(CONNECT_TIMEOUT).ok()?;
-    c.set_read_timeout(Some(IO_TIMEOUT)).ok()?;
-    c.set_write_timeout(Some(IO_TIMEOUT)).ok()?;
-    Some(c)
+impl CacheThread {
+    /// Connects (AUTH and SELECT come from the URL). A failure is counted each time and logged
+    /// when its reason changes, so a wrong password says so once instead of every retry; the
+    /// URL is logged with its password redacted.
+    fn connect(
+        &self,
+        client: &redis::Client,
+        last_error: &mut Option<String>,
+    ) -> Option<redis::Connection> {
+        let attempt = client
+            .get_connection_with_timeout(CONNECT_TIMEOUT)
+            .and_then(|c| {
+                c.set_read_timeout(Some(IO_TIMEOUT))?;
+                c.set_write_timeout(Some(IO_TIMEOUT))?;
+                Ok(c)
+            });
+        match attempt {
+            Ok(c) => Some(c),
+            Err(e) => {
+                Counters::inc(&self.counters.cache_connect_errors);
+                self.log_failure(&e, last_error);
+                None
+            }
+        }
+    }
+
+    /// Logs why Redis refused (unreachable, `NOAUTH`, `WRONGPASS`, …) when the reason differs
+    /// from the last one logged; the URL's password is redacted.
+    fn log_failure(&self, e: &redis::RedisError, last_error: &mut Option<String>) {
+        let reason = e.to_string();
+        if last_error.as_deref() != Some(reason.as_str()) {
+            log::warn!(
+                "flow cache: Redis at {} failed: {reason}",
+                crate::cache::redact_redis_url(&self.cfg.redis)
+            );
+            *last_error = Some(reason);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ use std::time::Duration;
 use anyhow::Context;
 use serde_json::json;
 
+use crate::http_server::{HttpLimits, HttpServer};
 use crate::membership::RedisDirectory;
 use crate::signaling::{Signaling, keys::Keys};
 
@@ -28,14 +29,15 @@ pub struct SignalingRoleConfig {
     pub call_limits: crate::signaling::call_limits::CallLimits,
     /// How often membership is read.
     pub refresh: Duration,
+    /// Both listeners' connection cap and header timeout.
+    pub http_limits: HttpLimits,
 }
 
 pub struct RunningSignaling {
     pub http_addr: SocketAddr,
     pub admin_addr: Option<SocketAddr>,
     pub directory: Arc<RedisDirectory>,
-    servers: Vec<tokio::task::JoinHandle<()>>,
-    shutdown: tokio::sync::watch::Sender<bool>,
+    servers: Vec<HttpServer>,
 }
 
 pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling> {
@@ -62,36 +64,29 @@ pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling>
         .with_admin_token(cfg.admin_token.clone())
         .with_keys(Keys::new(cfg.require_keys, cfg.api_keys.clone()))
         .with_call_limits(cfg.call_limits);
-    let (shutdown, rx) = tokio::sync::watch::channel(false);
     let mut servers = vec![];
-    let serve = |listener: tokio::net::TcpListener, router: axum::Router| {
-        let mut rx = rx.clone();
-        tokio::spawn(async move {
-            let r = axum::serve(
-                listener,
-                router.into_make_service_with_connect_info::<SocketAddr>(),
-            )
-            .with_graceful_shutdown(async move {
-                let _ = rx.wait_for(|v| *v).await;
-            })
-            .await;
-            if let Err(e) = r {
-                log::error!("http server: {e}");
-            }
-        })
-    };
     let public = tokio::net::TcpListener::bind(cfg.http)
         .await
         .with_context(|| format!("binding HTTP on {}", cfg.http))?;
     let http_addr = public.local_addr()?;
-    servers.push(serve(public, signaling.clone().router_without_admin()));
+    servers.push(HttpServer::spawn(
+        public,
+        signaling.clone().router_without_admin(),
+        cfg.http_limits,
+        None,
+    )?);
     let admin_addr = match cfg.admin {
         Some(a) => {
             let l = tokio::net::TcpListener::bind(a)
                 .await
                 .with_context(|| format!("binding the admin listener on {a}"))?;
             let addr = l.local_addr()?;
-            servers.push(serve(l, signaling.router()));
+            servers.push(HttpServer::spawn(
+                l,
+                signaling.router(),
+                cfg.http_limits,
+                None,
+            )?);
             Some(addr)
         }
         None => None,
@@ -101,15 +96,13 @@ pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling>
         admin_addr,
         directory,
         servers,
-        shutdown,
     })
 }
 
 impl RunningSignaling {
     pub async fn stop(self) {
-        let _ = self.shutdown.send(true);
         for s in self.servers {
-            let _ = s.await;
+            s.stop().await;
         }
         self.directory.stop();
     }

@@ -45,7 +45,7 @@ pub struct RunningTransceiver {
     pub control_addr: SocketAddr,
     registration: Option<Registration>,
     threads: Vec<JoinHandle<()>>,
-    control: tokio::task::JoinHandle<()>,
+    control: crate::http_server::HttpServer,
 }
 
 /// Claims an id, starts the workers and the control listener, and starts heartbeating. Must run
@@ -125,11 +125,12 @@ pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTranscei
         Arc::new(handle.clone()) as Arc<dyn TransceiverControl>,
         &cfg.cluster_secret,
     );
-    let control = tokio::spawn(async move {
-        if let Err(e) = axum::serve(control_listener, router).await {
-            log::error!("control API: {e}");
-        }
-    });
+    let control = crate::http_server::HttpServer::spawn(
+        control_listener,
+        router,
+        crate::http_server::HttpLimits::default(),
+        None,
+    )?;
     log::info!(
         "transceiver {}.{id}: link {} (workers {}), control {control_addr}, answers name {}",
         cfg.cluster,
@@ -171,7 +172,7 @@ impl RunningTransceiver {
         if let Some(r) = self.registration.take() {
             let _ = tokio::task::spawn_blocking(move || r.leave()).await;
         }
-        self.control.abort();
+        self.control.stop().await;
         self.handle.stop();
         let threads = std::mem::take(&mut self.threads);
         let _ = tokio::task::spawn_blocking(move || {

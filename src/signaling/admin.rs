@@ -19,6 +19,19 @@ pub type StatsFn = Arc<dyn Fn() -> Value + Send + Sync>;
 /// all-in-one's dev-only relay restart.
 pub type AdminAction = Arc<dyn Fn(&str) -> Result<Value, String> + Send + Sync>;
 
+/// Whether `POST /admin/actions/{name}` does anything here. The all-in-one's actions (restart a
+/// relay, drain a transceiver) disrupt live calls and exist to test recovery, so they are off
+/// unless the process was started with `--dev-admin`; the read-only endpoints are always there.
+#[derive(Clone, Default)]
+pub(super) enum AdminActions {
+    /// This process has none (the signaling role: its transceivers are other processes).
+    #[default]
+    None,
+    /// It has them, but was started without `--dev-admin`.
+    Disabled,
+    Enabled(AdminAction),
+}
+
 /// Prometheus text: the call API's counters and the transceivers placement sees.
 pub(super) async fn metrics(State(sig): State<Signaling>) -> Response {
     use std::sync::atomic::Ordering::Relaxed;
@@ -121,11 +134,23 @@ pub(super) async fn action(
     State(sig): State<Signaling>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let Some(admin) = sig.admin.clone() else {
-        return Err(
-            ApiError::invalid("no_admin", "this process offers no admin actions")
-                .with_status(StatusCode::NOT_FOUND),
-        );
+    let admin = match sig.admin.clone() {
+        AdminActions::Enabled(admin) => admin,
+        AdminActions::Disabled => {
+            return Err(ApiError::invalid(
+                "dev_admin_disabled",
+                format!(
+                    "admin action {name:?} is a dev/test tool that disrupts live calls; start voice-edge with --dev-admin (VOICE_EDGE_DEV_ADMIN=1) to allow it"
+                ),
+            )
+            .with_status(StatusCode::FORBIDDEN));
+        }
+        AdminActions::None => {
+            return Err(
+                ApiError::invalid("no_admin", "this process offers no admin actions")
+                    .with_status(StatusCode::NOT_FOUND),
+            );
+        }
     };
     tokio::task::spawn_blocking(move || admin(&name))
         .await

@@ -7,6 +7,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 use std::time::Instant;
 
+use axum::extract::rejection::QueryRejection;
 use axum::extract::{ConnectInfo, FromRequest, Multipart, Path, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -14,7 +15,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::call_limits::{self, Admit, Slot};
-use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
+use super::{
+    ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, offer_check, placement,
+};
 use crate::control::TransceiverControl;
 use crate::transceiver::CallError;
 
@@ -101,34 +104,28 @@ async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
     }
 }
 
-/// Cheap checks before a transceiver spends anything on the offer.
+/// Refuses, before a transceiver spends anything on it, an offer this server cannot honour
+/// (see [`offer_check`]): such a call would get an answer and then only time out.
 fn check_offer(offer: &str) -> Result<(), ApiError> {
-    if !offer.trim_start().starts_with("v=0") {
-        return Err(ApiError::invalid(
-            "invalid_sdp",
-            "the body is not an SDP offer (it must start with v=0)",
-        ));
-    }
-    if !offer.lines().any(|l| l.starts_with("m=audio")) {
-        return Err(ApiError::invalid(
-            "no_audio",
-            "the offer has no audio m-line",
-        ));
-    }
-    if !offer.lines().any(|l| l.starts_with("a=fingerprint:")) {
-        return Err(ApiError::invalid(
-            "no_dtls_fingerprint",
-            "the offer has no a=fingerprint line; DTLS-SRTP needs the client's certificate fingerprint",
-        ));
-    }
-    Ok(())
+    offer_check::check_offer(offer)
+        .map(|_| ())
+        .map_err(|e| ApiError::invalid(e.code(), e.to_string()))
 }
 
 pub(super) async fn create_call(
     State(sig): State<Signaling>,
-    Query(q): Query<CallQuery>,
+    q: Result<Query<CallQuery>, QueryRejection>,
     req: Request,
 ) -> Result<Response, ApiError> {
+    let Query(q) = q.map_err(|e| {
+        ApiError::invalid(
+            "invalid_query",
+            format!(
+                "bad query string (expected ?model=NAME&cluster=ID): {}",
+                e.body_text()
+            ),
+        )
+    })?;
     let key = bearer(req.headers()).map(str::to_owned);
     let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
     let peer = req
@@ -210,7 +207,7 @@ async fn client_slot(sig: &Signaling, peer: Option<IpAddr>) -> Result<Slot, ApiE
             ),
         )
         .with_status(StatusCode::TOO_MANY_REQUESTS)
-        .with_retry_after(call_limits::RECHECK)
+        .with_retry_after(call_limits::RECHECK.as_secs())
     };
     match sig.client_calls.admit(peer, Instant::now()) {
         Admit::Yes(slot) => Ok(slot),
@@ -370,7 +367,7 @@ fn call_not_found(id: &str) -> ApiError {
 /// Refused for load: the client should come back in a moment, not give up.
 fn at_capacity(why: &str) -> ApiError {
     ApiError::unavailable(format!("voice-edge is at capacity: {why}; retry shortly"))
-        .with_retry_after(crate::transceiver::admission::RETRY_AFTER)
+        .with_retry_after(crate::transceiver::admission::RETRY_AFTER.as_secs())
 }
 
 /// A bad offer is the client's fault (400); a stopped transceiver is ours (503).

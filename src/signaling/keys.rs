@@ -9,8 +9,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
-/// Ephemeral keys kept at most; expired ones are pruned on every mint.
-const MAX_EPHEMERAL: usize = 100_000;
+/// Live ephemeral keys kept at most. A key is minted per client session and lives 10 minutes by
+/// default, so this is 30 mints a second sustained; expired keys are pruned before a mint is
+/// refused.
+pub const MAX_EPHEMERAL: usize = 20_000;
+/// The session config a key may carry, as compact JSON. Instructions and tool schemas of a
+/// real agent are a few KB; without a bound, 100 mints of a 64 KB body grew the process by
+/// 103 MB (a parsed `Value` costs many times its text).
+pub const MAX_SESSION_BYTES: usize = 32 * 1024;
+/// All live keys together (their values and session configs): ~1,000 keys at the session cap,
+/// or every one of [`MAX_EPHEMERAL`] at a typical 1–2 KB.
+pub const MAX_EPHEMERAL_BYTES: usize = 32 * 1024 * 1024;
 /// Calls one ephemeral key may place: a client secret is one client's, for its session and a
 /// retry or two, not a general credential (OpenAI's are short-lived per-session secrets too).
 pub const CALLS_PER_EPHEMERAL: u32 = 3;
@@ -22,7 +31,7 @@ const OWNER_TTL_SECS: u64 = 4 * 3600;
 pub struct Keys {
     pub require: bool,
     server_keys: Vec<String>,
-    ephemeral: Mutex<HashMap<String, Ephemeral>>,
+    ephemeral: Mutex<EphemeralStore>,
     /// Call id → (the ephemeral key that created it, until when it may act on the call).
     owners: Mutex<HashMap<String, (String, u64)>>,
 }
@@ -30,10 +39,96 @@ pub struct Keys {
 #[derive(Clone)]
 pub struct Ephemeral {
     pub expires_at: u64,
-    /// The session config attached at mint time (its `model` picks the stub).
-    pub session: Value,
+    /// The session config attached at mint time (its `model` picks the stub), kept as its JSON
+    /// text: that is what [`MAX_SESSION_BYTES`] bounds, and it is parsed only when a call uses it.
+    pub session: Box<str>,
     /// Calls placed with it so far.
     pub calls: u32,
+}
+
+impl Ephemeral {
+    fn session(&self) -> Value {
+        serde_json::from_str(&self.session).unwrap_or_else(|_| json!({}))
+    }
+}
+
+/// The live ephemeral keys and the bytes they hold, bounded by [`MAX_EPHEMERAL`] and
+/// [`MAX_EPHEMERAL_BYTES`] (smaller in tests).
+struct EphemeralStore {
+    keys: HashMap<String, Ephemeral>,
+    bytes: usize,
+    max_keys: usize,
+    max_bytes: usize,
+}
+
+impl Default for EphemeralStore {
+    fn default() -> Self {
+        EphemeralStore {
+            keys: HashMap::new(),
+            bytes: 0,
+            max_keys: MAX_EPHEMERAL,
+            max_bytes: MAX_EPHEMERAL_BYTES,
+        }
+    }
+}
+
+impl EphemeralStore {
+    fn cost(key: &str, e: &Ephemeral) -> usize {
+        key.len() + e.session.len()
+    }
+
+    fn get(&self, key: &str) -> Option<&Ephemeral> {
+        self.keys.get(key)
+    }
+
+    fn get_mut(&mut self, key: &str) -> Option<&mut Ephemeral> {
+        self.keys.get_mut(key)
+    }
+
+    fn prune(&mut self, now: u64) {
+        let mut freed = 0;
+        self.keys.retain(|k, e| {
+            let keep = e.expires_at > now;
+            if !keep {
+                freed += Self::cost(k, e);
+            }
+            keep
+        });
+        self.bytes -= freed;
+    }
+
+    /// Stores a new key, pruning expired ones first; when still full, the seconds until the
+    /// next key expires (when a retry may fit).
+    fn insert(&mut self, key: String, e: Ephemeral, now: u64) -> Result<(), u64> {
+        let cost = Self::cost(&key, &e);
+        let fits = |s: &Self| s.keys.len() < s.max_keys && s.bytes + cost <= s.max_bytes;
+        if !fits(self) {
+            self.prune(now);
+        }
+        if !fits(self) {
+            let next = self
+                .keys
+                .values()
+                .map(|e| e.expires_at)
+                .min()
+                .unwrap_or(now);
+            return Err(next.saturating_sub(now).max(1));
+        }
+        self.bytes += cost;
+        self.keys.insert(key, e);
+        Ok(())
+    }
+}
+
+/// Why `POST /v1/realtime/client_secrets` minted nothing.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MintError {
+    /// The request is wrong; the message says how (a 400).
+    Invalid(String),
+    /// The session config is larger than [`MAX_SESSION_BYTES`] (a 400): its size.
+    SessionTooLarge(usize),
+    /// The key store is full of live keys (a 503); retry after this many seconds.
+    Full { retry_after: u64 },
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -77,7 +172,7 @@ impl Keys {
         Keys {
             require,
             server_keys,
-            ephemeral: Mutex::new(HashMap::new()),
+            ephemeral: Mutex::default(),
             owners: Mutex::new(HashMap::new()),
         }
     }
@@ -98,7 +193,7 @@ impl Keys {
         if let Some(e) = &found
             && e.expires_at > now_secs()
         {
-            return Ok(Some(e.session.clone()));
+            return Ok(Some(e.session()));
         }
         if !self.require {
             return Ok(None);
@@ -193,36 +288,45 @@ impl Keys {
         self.ephemeral.lock().unwrap().get(key).cloned()
     }
 
-    /// `POST /v1/realtime/client_secrets` body → response JSON, or a message for a 400.
-    pub fn mint(&self, body: &Value) -> Result<Value, String> {
+    /// `POST /v1/realtime/client_secrets` body → response JSON. `expires_after.seconds` outside
+    /// the API's 10–7200 is refused as the API refuses it, so no key outlives two hours.
+    pub fn mint(&self, body: &Value) -> Result<Value, MintError> {
+        self.mint_at(body, now_secs())
+    }
+
+    fn mint_at(&self, body: &Value, now: u64) -> Result<Value, MintError> {
+        let invalid = |m: &str| MintError::Invalid(m.to_owned());
         let seconds = match body.pointer("/expires_after/seconds") {
             None | Some(Value::Null) => 600,
             Some(v) => v
                 .as_u64()
                 .filter(|s| (10..=7200).contains(s))
                 .ok_or_else(|| {
-                    "expires_after.seconds must be an integer between 10 and 7200".to_owned()
+                    invalid("expires_after.seconds must be an integer between 10 and 7200")
                 })?,
         };
         if let Some(anchor) = body.pointer("/expires_after/anchor")
             && anchor != "created_at"
         {
-            return Err("expires_after.anchor must be \"created_at\"".to_owned());
+            return Err(invalid("expires_after.anchor must be \"created_at\""));
         }
         let mut session = match body.get("session") {
             None | Some(Value::Null) => json!({"type": "realtime"}),
             Some(Value::Object(o)) => Value::Object(o.clone()),
-            Some(_) => return Err("session must be an object".to_owned()),
+            Some(_) => return Err(invalid("session must be an object")),
         };
         match session.get("type").and_then(Value::as_str) {
             None | Some("realtime") => {}
             Some(other) => {
-                return Err(format!(
+                return Err(MintError::Invalid(format!(
                     "session.type {other:?} is not supported (only \"realtime\")"
-                ));
+                )));
             }
         }
-        let now = now_secs();
+        let given = session.to_string().len();
+        if given > MAX_SESSION_BYTES {
+            return Err(MintError::SessionTooLarge(given));
+        }
         let expires_at = now + seconds;
         let value = format!("ek_{}", hex::encode(rand::random::<[u8; 16]>()));
         if let Value::Object(o) = &mut session {
@@ -235,19 +339,16 @@ impl Keys {
             o.entry("model").or_insert(json!("echo"));
             o.insert("expires_at".into(), json!(expires_at));
         }
-        let mut map = self.ephemeral.lock().unwrap();
-        map.retain(|_, e| e.expires_at > now);
-        if map.len() >= MAX_EPHEMERAL {
-            return Err("too many live ephemeral keys; try again later".to_owned());
-        }
-        map.insert(
-            value.clone(),
-            Ephemeral {
-                expires_at,
-                session: session.clone(),
-                calls: 0,
-            },
-        );
+        let key = Ephemeral {
+            expires_at,
+            session: session.to_string().into(),
+            calls: 0,
+        };
+        self.ephemeral
+            .lock()
+            .unwrap()
+            .insert(value.clone(), key, now)
+            .map_err(|retry_after| MintError::Full { retry_after })?;
         Ok(json!({"value": value, "expires_at": expires_at, "session": session}))
     }
 }
@@ -287,15 +388,81 @@ mod tests {
     #[test]
     fn bad_mint_requests_are_explained() {
         let k = Keys::open();
+        let MintError::Invalid(m) = k
+            .mint(&json!({"expires_after": {"seconds": 5}}))
+            .unwrap_err()
+        else {
+            panic!("not an invalid request")
+        };
+        assert!(m.contains("between 10 and 7200"), "{m}");
+        for bad in [
+            json!({"expires_after": {"seconds": 7201}}),
+            json!({"expires_after": {"seconds": 60.5}}),
+            json!({"session": {"type": "transcription"}}),
+            json!({"session": 3}),
+        ] {
+            assert!(matches!(k.mint(&bad), Err(MintError::Invalid(_))), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_session_config_over_the_cap_is_refused_and_one_under_it_kept_as_text() {
+        let k = Keys::open();
+        let big = "x".repeat(MAX_SESSION_BYTES);
+        let e = k
+            .mint(&json!({"session": {"instructions": big}}))
+            .unwrap_err();
         assert!(
-            k.mint(&json!({"expires_after": {"seconds": 5}}))
-                .unwrap_err()
-                .contains("between 10 and 7200")
+            matches!(e, MintError::SessionTooLarge(n) if n > MAX_SESSION_BYTES),
+            "{e:?}"
         );
-        assert!(
-            k.mint(&json!({"session": {"type": "transcription"}}))
-                .is_err()
+        let fits = "x".repeat(MAX_SESSION_BYTES - 100);
+        let r = k
+            .mint(&json!({"session": {"instructions": fits, "model": "tts"}}))
+            .unwrap();
+        let store = k.ephemeral.lock().unwrap();
+        assert_eq!(store.keys.len(), 1);
+        assert!(store.bytes > MAX_SESSION_BYTES - 100 && store.bytes < MAX_SESSION_BYTES + 300);
+        drop(store);
+        let v = r["value"].as_str().unwrap();
+        assert_eq!(k.check_call(Some(v)).unwrap().unwrap()["model"], "tts");
+    }
+
+    #[test]
+    fn a_full_store_expires_old_keys_first_then_refuses_with_a_retry_time() {
+        let k = Keys::open();
+        {
+            let mut s = k.ephemeral.lock().unwrap();
+            s.max_keys = 3;
+        }
+        let mint = |at: u64, secs: u64| k.mint_at(&json!({"expires_after": {"seconds": secs}}), at);
+        let t = 1_000_000;
+        mint(t, 10).unwrap();
+        mint(t, 600).unwrap();
+        mint(t, 600).unwrap();
+        // Full of live keys: refused, retry once the 10 s one expires.
+        assert_eq!(
+            mint(t + 1, 600).unwrap_err(),
+            MintError::Full { retry_after: 9 }
         );
-        assert!(k.mint(&json!({"session": 3})).is_err());
+        // Once it has expired, it makes room.
+        mint(t + 11, 600).unwrap();
+        assert_eq!(k.ephemeral.lock().unwrap().keys.len(), 3);
+
+        // By bytes: with room for one and a half big keys, a second big one is refused while
+        // small ones still fit.
+        let k = Keys::open();
+        let big = json!({"session": {"instructions": "x".repeat(MAX_SESSION_BYTES - 200)}});
+        k.mint_at(&big, t).unwrap();
+        let one = k.ephemeral.lock().unwrap().bytes;
+        k.ephemeral.lock().unwrap().max_bytes = one * 3 / 2;
+        assert_eq!(
+            k.mint_at(&big, t).unwrap_err(),
+            MintError::Full { retry_after: 600 }
+        );
+        k.mint_at(&json!({}), t).unwrap();
+        let s = k.ephemeral.lock().unwrap();
+        assert_eq!(s.keys.len(), 2);
+        assert!(s.bytes <= s.max_bytes, "{} > {}", s.bytes, s.max_bytes);
     }
 }

@@ -15,6 +15,7 @@ pub mod call_limits;
 mod calls;
 mod errors;
 pub mod keys;
+pub mod offer_check;
 mod placement;
 mod web;
 
@@ -27,7 +28,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
-use axum::routing::{get, patch, post};
+use axum::routing::{any, get, patch, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
 use tower_http::cors::{Any, CorsLayer};
@@ -68,7 +69,7 @@ pub struct Signaling {
     /// Makes pick-and-reserve atomic across concurrent offers.
     placement: Arc<Mutex<()>>,
     stats: StatsFn,
-    admin: Option<AdminAction>,
+    admin: admin::AdminActions,
     admin_access: AdminAccess,
     keys: Arc<keys::Keys>,
     counters: Arc<CallCounters>,
@@ -98,7 +99,7 @@ impl Signaling {
             directory,
             placement: Arc::new(Mutex::new(())),
             stats,
-            admin: None,
+            admin: admin::AdminActions::None,
             admin_access: AdminAccess::default(),
             keys: Arc::new(keys::Keys::open()),
             counters: Arc::default(),
@@ -120,8 +121,14 @@ impl Signaling {
         self
     }
 
-    pub fn with_admin(mut self, admin: AdminAction) -> Self {
-        self.admin = Some(admin);
+    /// Offers `admin` as `POST /admin/actions/{name}`; unless `dev_admin`, every action is
+    /// refused with 403 (see [`admin::AdminActions`]).
+    pub fn with_admin(mut self, admin: AdminAction, dev_admin: bool) -> Self {
+        self.admin = if dev_admin {
+            admin::AdminActions::Enabled(admin)
+        } else {
+            admin::AdminActions::Disabled
+        };
         self
     }
 
@@ -168,7 +175,7 @@ impl Signaling {
             .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/health", get(|| async { "ok\n" }))
-            .fallback(get(web::serve))
+            .fallback(any(web::serve))
             .layer(cors);
         let router = if admin {
             // No CORS here, and the guard refuses web pages: admin is for the operator.
@@ -187,6 +194,8 @@ impl Signaling {
         };
         router
             .layer(DefaultBodyLimit::max(MAX_OFFER_BYTES))
+            .layer(axum::middleware::from_fn(errors::request_timeout))
+            .layer(axum::middleware::from_fn(errors::json_errors))
             .with_state(self)
     }
 }
@@ -227,8 +236,21 @@ async fn client_secrets(
         serde_json::from_slice(&body)
             .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?
     };
-    sig.keys
-        .mint(&req)
-        .map(Json)
-        .map_err(|m| ApiError::invalid("invalid_request", m))
+    sig.keys.mint(&req).map(Json).map_err(|e| match e {
+        keys::MintError::Invalid(m) => ApiError::invalid("invalid_request", m),
+        keys::MintError::SessionTooLarge(n) => ApiError::invalid(
+            "session_too_large",
+            format!(
+                "the session config is {n} bytes as JSON; a client secret carries at most {} (send long instructions with session.update instead)",
+                keys::MAX_SESSION_BYTES
+            ),
+        ),
+        keys::MintError::Full { retry_after } => ApiError {
+            code: "key_store_full",
+            ..ApiError::unavailable(format!(
+                "this server holds as many live ephemeral keys as it keeps; retry in {retry_after} s"
+            ))
+        }
+        .with_retry_after(retry_after),
+    })
 }

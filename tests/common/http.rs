@@ -18,11 +18,11 @@ pub async fn http_post(
     content_type: &str,
     body: &[u8],
 ) -> HttpResponse {
-    http_request("POST", addr, path, content_type, body, None, &[]).await
+    request("POST", addr, path, content_type, body, None, &[]).await
 }
 
 pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
-    http_request("GET", addr, path, "text/plain", b"", None, &[]).await
+    request("GET", addr, path, "text/plain", b"", None, &[]).await
 }
 
 /// A body-less request with extra headers (`Host` among them replaces the default), as a
@@ -33,7 +33,7 @@ pub async fn http_with_headers(
     path: &str,
     headers: &[(&str, &str)],
 ) -> HttpResponse {
-    http_request(method, addr, path, "text/plain", b"", None, headers).await
+    request(method, addr, path, "text/plain", b"", None, headers).await
 }
 
 pub async fn http_patch(
@@ -42,7 +42,7 @@ pub async fn http_patch(
     content_type: &str,
     body: &[u8],
 ) -> HttpResponse {
-    http_request("PATCH", addr, path, content_type, body, None, &[]).await
+    request("PATCH", addr, path, content_type, body, None, &[]).await
 }
 
 pub async fn http_post_auth(
@@ -52,10 +52,21 @@ pub async fn http_post_auth(
     body: &[u8],
     key: &str,
 ) -> HttpResponse {
-    http_request("POST", addr, path, content_type, body, Some(key), &[]).await
+    request("POST", addr, path, content_type, body, Some(key), &[]).await
 }
 
-async fn http_request(
+/// Any method, path, content type and body, as a client sends it.
+pub async fn http_request(
+    method: &str,
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+) -> HttpResponse {
+    request(method, addr, path, content_type, body, None, &[]).await
+}
+
+async fn request(
     method: &str,
     addr: SocketAddr,
     path: &str,

@@ -11,7 +11,9 @@ mod redis;
 mod stun;
 
 pub use client::{Client, max_gap};
-pub use http::{HttpResponse, http_get, http_patch, http_post, http_post_auth, http_with_headers};
+pub use http::{
+    HttpResponse, http_get, http_patch, http_post, http_post_auth, http_request, http_with_headers,
+};
 pub use nat::Nat;
 pub use offers::{CLIENT_PWD, CLIENT_UFRAG, chromium_like_offer};
 pub use redis::RedisServer;

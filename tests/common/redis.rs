@@ -15,13 +15,18 @@ impl RedisServer {
     /// the same one; the loser's redis-server exits, and it must not go on with the winner's
     /// Redis (which disappears when that test ends): retry on a fresh port instead.
     pub fn start() -> RedisServer {
+        Self::start_with(&[])
+    }
+
+    /// With extra `redis-server` arguments (e.g. `--requirepass`), on a free port.
+    pub fn start_with(args: &[&str]) -> RedisServer {
         for _ in 0..5 {
             let port = std::net::TcpListener::bind("127.0.0.1:0")
                 .unwrap()
                 .local_addr()
                 .unwrap()
                 .port();
-            if let Some(r) = Self::try_start_on(port) {
+            if let Some(r) = Self::try_start_on(port, args) {
                 return r;
             }
         }
@@ -29,12 +34,14 @@ impl RedisServer {
     }
 
     pub fn start_on(port: u16) -> RedisServer {
-        Self::try_start_on(port).unwrap_or_else(|| panic!("redis-server did not start on {port}"))
+        Self::try_start_on(port, &[])
+            .unwrap_or_else(|| panic!("redis-server did not start on {port}"))
     }
 
-    fn try_start_on(port: u16) -> Option<RedisServer> {
+    fn try_start_on(port: u16, args: &[&str]) -> Option<RedisServer> {
         let mut child = std::process::Command::new("redis-server")
             .args(["--port", &port.to_string(), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(args)
             .stdout(std::process::Stdio::null())
             .spawn()
             .expect("redis-server is needed for this test (scripts/test.sh installs Debian's redis-server)");
