@@ -99,7 +99,7 @@ async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
 }
 
 /// Cheap checks before a transceiver spends anything on the offer.
-fn check_offer(offer: &str) -> Result<(), ApiError> {
+pub(crate) fn check_offer(offer: &str) -> Result<(), ApiError> {
     if !offer.trim_start().starts_with("v=0") {
         return Err(ApiError::invalid(
             "invalid_sdp",
