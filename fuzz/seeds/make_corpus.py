@@ -130,6 +130,8 @@ for b in ["chromium", "firefox"]:
     write("sdp_offer", f"{b}-initial.sdp", results[b]["initial"])
     write("sdp_offer", f"{b}-gathered.sdp", results[b]["gathered"])
     write("sdp_offer", f"{b}-ice-restart.sdp", results[b]["restart"])
+    # Two offers in one input: the target renegotiates the call with the second.
+    write("sdp_offer", f"{b}-initial-then-ice-restart.sdp", results[b]["initial"] + results[b]["restart"])
 write("sdp_offer", "agents-sdk-chromium.sdp", results["sdk"]["local"])
 # Chromium names host candidates by mDNS until a page may use the microphone.
 write(

@@ -1,13 +1,13 @@
 //! An SDP offer, from the HTTP body to a registered call: signaling's cheap checks, then the
-//! transceiver answering it on the `rtc` core, then an ICE restart with the same offer and a
-//! hang-up.
+//! transceiver answering it on the `rtc` core, then a new offer on the live call (an ICE restart)
+//! and a hang-up.
 //!
 //! Anyone holding a key (or an ephemeral one minted for a browser) can send an offer, and the
 //! answer runs on a transceiver's socket loop, where a panic takes every call of that worker
 //! down. So the whole path is driven, not just the parser, through [`Endpoint`], the API the
 //! worker itself calls. Beyond "never panics": a refused offer leaves no session behind, and an
 //! accepted one is answered with a ufrag that routes back to this transceiver and with no
-//! candidate but the one address it advertises.
+//! candidate but the one address it advertises, and a renegotiation keeps that ufrag.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -47,14 +47,16 @@ fn endpoint() -> Endpoint {
 }
 
 pub fn sdp_offer(data: &[u8]) {
-    // What `read_offer` lets through: at most the body limit, UTF-8 only.
-    if data.len() > MAX_OFFER_BYTES {
-        return;
-    }
-    let Ok(offer) = std::str::from_utf8(data) else {
+    let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    if check_offer(offer).is_err() {
+    // A second session description in the input is the call's next offer (`PATCH`), as a
+    // browser's ICE restart follows its first offer; without one, the first is sent again.
+    let (offer, next) = match text.find("\nv=0") {
+        Some(i) => (&text[..=i], &text[i + 1..]),
+        None => (text, text),
+    };
+    if !admitted(offer) {
         return;
     }
     ENDPOINT.with_borrow_mut(|ep| {
@@ -64,10 +66,19 @@ pub fn sdp_offer(data: &[u8]) {
             Err(_) => assert_eq!(ep.len(), before, "a refused offer left a session behind"),
             Ok(call) => {
                 assert_eq!(ep.len(), before + 1);
-                check_answer(&call.answer_sdp);
-                ep.renegotiate(now, &call.call_id, offer.to_owned())
-                    .expect("the call just created is live")
-                    .ok();
+                let ufrag = check_answer(&call.answer_sdp);
+                if admitted(next) {
+                    let answer = ep
+                        .renegotiate(now, &call.call_id, next.to_owned())
+                        .expect("the call just created is live");
+                    if let Ok(answer) = answer {
+                        assert_eq!(
+                            check_answer(&answer),
+                            ufrag,
+                            "a renegotiation changed the ufrag the relays route by"
+                        );
+                    }
+                }
                 assert!(ep.hangup(now, &call.call_id));
                 assert_eq!(ep.len(), before, "hang-up left a session behind");
             }
@@ -78,8 +89,15 @@ pub fn sdp_offer(data: &[u8]) {
     });
 }
 
-/// What every answer must say whatever the offer was: a routable ufrag and only our address.
-fn check_answer(answer: &str) {
+/// What signaling lets through to a transceiver: at most the body limit (`read_offer`), text that
+/// passes `check_offer`.
+fn admitted(offer: &str) -> bool {
+    offer.len() <= MAX_OFFER_BYTES && check_offer(offer).is_ok()
+}
+
+/// What every answer must say whatever the offer was: a routable ufrag, which it returns, and
+/// only our address.
+fn check_answer(answer: &str) -> String {
     let mut ufrags = answer
         .lines()
         .filter_map(|l| l.strip_prefix("a=ice-ufrag:"));
@@ -108,4 +126,5 @@ fn check_answer(answer: &str) {
             "the answer names an address other than the relay: {c:?}"
         );
     }
+    ufrag.trim_end().to_owned()
 }
