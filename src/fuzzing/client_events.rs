@@ -16,11 +16,11 @@
 //! `type` and a fresh `event_id`; a refused event yields exactly one `error`, echoing the
 //! client's `event_id`, and changes neither the session, the items nor the active response;
 //! `session.updated` carries the effective config; responses open and close one at a time, each
-//! `response.created` answered by one `response.done`.
+//! `response.created` answered by one `response.done`; an echoed span never ends before it starts.
 
 use serde_json::Value;
 
-use crate::realtime::{Action, Conversation};
+use crate::realtime::{Action, Conversation, Reply};
 
 /// What a refused event must leave as it was.
 #[derive(PartialEq, Debug)]
@@ -83,7 +83,23 @@ impl Checker {
         }
         let mut actions = 0;
         while let Some(a) = conv.poll_action() {
-            if let Action::Speak { response_id, .. } = a {
+            if let Action::Speak {
+                response_id, reply, ..
+            } = a
+            {
+                // Release builds wrap instead of panicking on underflow; a backwards span is
+                // how such a bug shows there (and in the stable corpus replay).
+                if let Reply::EchoInput {
+                    audio_start_ms,
+                    audio_end_ms,
+                    ..
+                } = reply
+                {
+                    assert!(
+                        audio_start_ms <= audio_end_ms,
+                        "an echo of a backwards span"
+                    );
+                }
                 self.last_spoken = Some(response_id);
             }
             actions += 1;
