@@ -96,3 +96,8 @@ pub mod allinone;
 // Not part of the edge: `voice-edge loadgen` opens many real WebRTC calls against one and
 // reports what they saw, so load is measured with the same binary and `rtc` core.
 pub mod loadgen;
+
+// Not part of the edge either: the parsers above fed arbitrary bytes, shared by the cargo-fuzz
+// targets in `fuzz/` and the stable test that replays their corpus (tests/fuzz_corpus.rs).
+#[doc(hidden)]
+pub mod fuzzing;

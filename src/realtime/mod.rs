@@ -30,6 +30,8 @@ mod turn_detection;
 mod tests;
 
 pub use session_config::TurnDetection;
+// The fuzz target checks the item cap holds whatever the client sends.
+pub(crate) use items::MAX_ITEMS;
 
 use serde_json::Value;
 

@@ -54,9 +54,14 @@ impl Conversation {
         let start_ms = open.start_ms;
         let end_ms = audio_end_ms.max(start_ms);
         let Some(item_id) = open.item_id else {
-            // Turn detection is off: only remember the speech for a manual commit.
-            let first = self.input.closed.map_or(start_ms, |(s, _)| s);
-            self.input.closed = Some((first, end_ms));
+            // Turn detection is off: only remember the speech for a manual commit, as one span
+            // over every turn since the last one. Covering them by min/max rather than by
+            // arrival keeps it a span whatever times are passed in (a later turn reported with
+            // earlier times once made it end before it began).
+            self.input.closed = Some(match self.input.closed {
+                Some((s, e)) => (s.min(start_ms), e.max(end_ms)),
+                None => (start_ms, end_ms),
+            });
             return;
         };
         self.out.emit(

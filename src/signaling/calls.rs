@@ -106,7 +106,7 @@ async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
 
 /// Refuses, before a transceiver spends anything on it, an offer this server cannot honour
 /// (see [`offer_check`]): such a call would get an answer and then only time out.
-fn check_offer(offer: &str) -> Result<(), ApiError> {
+pub(crate) fn check_offer(offer: &str) -> Result<(), ApiError> {
     offer_check::check_offer(offer)
         .map(|_| ())
         .map_err(|e| ApiError::invalid(e.code(), e.to_string()))

@@ -22,6 +22,8 @@ mod web;
 pub use admin::{AdminAction, StatsFn};
 pub use admin_access::AdminAccess;
 pub use errors::ApiError;
+// For the offer fuzz target, which must gate offers exactly as the HTTP handlers do.
+pub(crate) use calls::check_offer;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -556,7 +556,7 @@ fn bind_shared_socket(addr: SocketAddr) -> std::io::Result<UdpSocket> {
 
 /// One DTLS certificate per transceiver, shared by its calls: generating a key per call would
 /// cost setup time on every call and buy nothing, since the fingerprint travels in each answer.
-fn generate_certificate() -> anyhow::Result<RTCCertificate> {
+pub(crate) fn generate_certificate() -> anyhow::Result<RTCCertificate> {
     let provider = rtc::crypto::default_provider()?;
     Ok(RTCCertificate::generate(
         provider.crypto(),

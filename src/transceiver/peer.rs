@@ -153,7 +153,7 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
     add_host_candidate(&mut pc, p.candidate).map_err(neg)?;
 
     let answer_sdp = apply_answer(&mut pc, now)?;
-    if !answer_sdp.contains("m=audio") || answer_sdp.contains("m=audio 0 ") {
+    if !answers_audio(&answer_sdp) {
         return Err(AnswerError::NoAudio);
     }
     Ok(AnsweredPeer {
@@ -202,7 +202,20 @@ pub fn reanswer(
         .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
     let neg = |e: rtc::shared::error::Error| AnswerError::Negotiation(e.to_string());
     pc.set_remote_description(now, offer).map_err(neg)?;
-    apply_answer(pc, now)
+    let answer = apply_answer(pc, now)?;
+    // The peer connection has taken this answer already, so the call is likely lost either way;
+    // the client is at least told so, instead of getting a 200 it cannot use.
+    if !answers_audio(&answer) {
+        return Err(AnswerError::NoAudio);
+    }
+    Ok(answer)
+}
+
+/// Whether an answer accepts audio. The `rtc` answerer does not refuse an offer it cannot match:
+/// it answers with no live audio m-line (for a re-offer that moves audio to another mid, with no
+/// m-line at all), which no client can use.
+fn answers_audio(answer: &str) -> bool {
+    answer.contains("m=audio") && !answer.contains("m=audio 0 ")
 }
 
 /// Creates the answer to the remote offer just set, applies it, and returns it as sent.

@@ -304,6 +304,32 @@ fn turn_detection_null_means_manual_commits_only() {
     assert_eq!(e["code"], "input_audio_buffer_commit_empty");
 }
 
+/// Found by the client_events fuzz target: with turn detection off, a second turn reported
+/// with earlier times than the first closed an uncommitted span that ended before it began, and
+/// the commit's length underflowed.
+#[test]
+fn manual_commit_spans_turns_reported_out_of_order() {
+    let mut h = Harness::open("echo");
+    h.send(json!({"type": "session.update", "session": {"audio": {"input": {"turn_detection": null}}}}));
+    h.c.on_speech_started(2000);
+    h.c.on_speech_stopped(2600);
+    h.c.on_speech_started(500);
+    h.c.on_speech_stopped(1500);
+    let frames = h.send(json!({"type": "input_audio_buffer.commit"}));
+    assert_eq!(types(&frames)[0], "input_audio_buffer.committed");
+    h.send(json!({"type": "response.create"}));
+    let (_, reply) = h.take_speak().unwrap();
+    let Reply::EchoInput {
+        audio_start_ms,
+        audio_end_ms,
+        ..
+    } = reply
+    else {
+        panic!("expected an echo of the committed turns, got {reply:?}");
+    };
+    assert_eq!((audio_start_ms, audio_end_ms), (500, 2600));
+}
+
 #[test]
 fn commit_and_clear_of_the_input_buffer() {
     let mut h = Harness::open("echo");

@@ -599,6 +599,28 @@ fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_address() {
     );
 }
 
+/// Found by the sdp_offer fuzz target: a re-offer that moves the audio m-line to another mid
+/// was answered with no m-line at all, and the PATCH returned it with a 200.
+#[test]
+fn a_renegotiation_answered_without_audio_is_refused() {
+    let mut net = Net::new();
+    let i = net.call("198.51.100.7:50000", Path::Relay, "echo");
+    let call_id = net.peers[i].2.clone();
+    let reoffer = "v=0\r\no=- 1 3 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\n\
+                   m=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=ice-ufrag:32cB\r\n\
+                   a=ice-pwd:fg0oACO3mSzg91BL1z0yGBwq\r\n\
+                   a=fingerprint:sha-256 BF:88:2A:C4:A2:43:1C:37:3C:DF:F4:19:3B:9C:03:E0:A8:D4:76:44:4C:AE:EB:2A:99:E9:C5:6C:24:93:9F:CF\r\n\
+                   a=mid:1\r\n";
+    let r = net
+        .ep
+        .renegotiate(net.now, &call_id, reoffer.to_owned())
+        .expect("the call exists");
+    assert!(
+        matches!(r, Err(crate::transceiver::AnswerError::NoAudio)),
+        "{r:?}"
+    );
+}
+
 #[test]
 fn closing_the_endpoint_tells_every_client_at_once() {
     let mut net = Net::new();

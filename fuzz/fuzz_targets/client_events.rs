@@ -1,0 +1,4 @@
+//! See `voice_edge::fuzzing::client_events` for what this covers and which invariants it checks.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| voice_edge::fuzzing::client_events(data));
