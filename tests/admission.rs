@@ -7,24 +7,13 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Client, HttpResponse, chromium_like_offer, http_post};
+use common::{Client, HttpResponse, chromium_like_offer, http_post, sessions, start_local};
 use serde_json::Value;
 use tokio::sync::Semaphore;
-use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::allinone::{AllInOneConfig, Running};
 use voice_edge::signaling::call_limits::CallLimits;
 use voice_edge::transceiver::Lifecycle;
 use voice_edge::transceiver::admission::Capacity;
-
-async fn start(cfg: AllInOneConfig) -> Running {
-    let _ = env_logger::builder().is_test(true).try_init();
-    allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..cfg
-    })
-    .await
-    .unwrap()
-}
 
 /// Posts `n` copies of a browser's offer, `parallel` at a time, as one client.
 async fn flood(server: &Running, n: usize, parallel: usize) -> Vec<HttpResponse> {
@@ -72,27 +61,14 @@ fn assert_refusals(responses: &[HttpResponse], status: u16, code: &str) {
     }
 }
 
-async fn sessions(server: &Running) -> usize {
-    let mut n = 0;
-    for t in &server.transceivers {
-        n += t.stats().await.sessions;
-    }
-    n
-}
-
 fn rss_mb() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap();
-    let kb: f64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next()?.parse().ok())
-        .unwrap();
-    kb / 1024.0
+    let me = voice_edge::loadgen::procstat::sample(None).expect("/proc/self readable");
+    me.rss_kb as f64 / 1024.0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_client_holds_at_most_its_cap_and_gets_429_beyond() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         call_limits: CallLimits {
             max_calls_per_client: 20,
             ..Default::default()
@@ -135,7 +111,7 @@ async fn a_flood_of_offers_that_never_connect_is_refused_and_memory_stays_bounde
         max_connecting: 64,
         ..Default::default()
     };
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         capacity: cap,
         call_limits: CallLimits {
             max_calls_per_client: 0,
@@ -181,7 +157,7 @@ async fn a_flood_of_offers_that_never_connect_is_refused_and_memory_stays_bounde
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_at_its_call_cap_refuses_until_a_call_ends() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         transceivers: 1,
         transceiver_workers: 1,
         capacity: Capacity {

@@ -14,7 +14,7 @@ use rtc::stun::fingerprint::FINGERPRINT;
 use rtc::stun::integrity::MessageIntegrity;
 use rtc::stun::message::{BINDING_REQUEST, BINDING_SUCCESS, Message, TransactionId};
 use rtc::stun::textattrs::Username;
-use voice_edge::allinone::{self, AllInOneConfig};
+use voice_edge::allinone::AllInOneConfig;
 
 fn sdp_attr<'a>(sdp: &'a str, name: &str) -> &'a str {
     sdp.lines()
@@ -51,14 +51,7 @@ fn plain_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_first_plain_check_selects_the_pair_without_waiting_for_nomination() {
-    let _ = env_logger::builder().is_test(true).try_init();
-    let server = allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let server = common::start_local(AllInOneConfig::default()).await;
     let r = common::http_post(
         server.http_addr,
         "/v1/realtime/calls?model=loopback",

@@ -5,31 +5,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Client, http_post};
+use common::{Client, http_post, sessions, start_local};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::allinone::{self, AllInOneConfig};
 use voice_edge::http_server::HttpLimits;
-
-async fn start(cfg: AllInOneConfig) -> Running {
-    let _ = env_logger::builder().is_test(true).try_init();
-    allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..cfg
-    })
-    .await
-    .unwrap()
-}
-
-async fn sessions(server: &Running) -> usize {
-    let mut n = 0;
-    for t in &server.transceivers {
-        n += t.stats().await.sessions;
-    }
-    n
-}
 
 fn error_code(body: &str) -> String {
     let v: Value = serde_json::from_str(body).unwrap_or_else(|_| panic!("not JSON: {body}"));
@@ -50,7 +31,7 @@ const OFFER_BROKEN: &str =
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_offers_get_realtime_errors_and_create_nothing() {
-    let server = start(AllInOneConfig::default()).await;
+    let server = start_local(AllInOneConfig::default()).await;
     let h = server.http_addr;
     let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
         (
@@ -124,7 +105,7 @@ async fn bad_offers_get_realtime_errors_and_create_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn required_keys_client_secrets_and_multipart_offers() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         require_keys: true,
         api_keys: vec!["sk-test".into()],
         ..Default::default()
@@ -181,7 +162,7 @@ async fn required_keys_client_secrets_and_multipart_offers() {
 /// and admin answers carry no CORS grant; the public API keeps its CORS.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn admin_refuses_web_pages_and_undoes_a_drain() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         dev_admin: true,
         ..Default::default()
     })
@@ -240,7 +221,7 @@ async fn admin_refuses_web_pages_and_undoes_a_drain() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_admin_token_is_required_once_set() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         admin_token: Some("op-token-0123456789".into()),
         ..Default::default()
     })
@@ -268,7 +249,7 @@ async fn an_admin_token_is_required_once_set() {
 /// can, and one ephemeral key places a bounded number of calls.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_the_creating_key_or_a_server_key_may_end_a_call() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         require_keys: true,
         api_keys: vec!["sk-test".into()],
         ..Default::default()
@@ -364,7 +345,7 @@ async fn only_the_creating_key_or_a_server_key_may_end_a_call() {
 /// shape) and change nothing, while the read-only endpoints still answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn disruptive_admin_actions_need_the_dev_admin_flag() {
-    let server = start(AllInOneConfig::default()).await;
+    let server = start_local(AllInOneConfig::default()).await;
     let a = server.http_addr;
     // Something the relay counts, which a restart (a fresh relay) would forget.
     let stray = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -405,7 +386,7 @@ async fn disruptive_admin_actions_need_the_dev_admin_flag() {
 /// Realtime error shape with the right status.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_refusal_is_a_realtime_error() {
-    let server = start(AllInOneConfig::default()).await;
+    let server = start_local(AllInOneConfig::default()).await;
     let h = server.http_addr;
     let big = vec![b' '; 70 * 1024];
     // Method, path, content type, body → status, code.
@@ -503,7 +484,7 @@ async fn every_refusal_is_a_realtime_error() {
 /// is answered.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn offers_the_server_cannot_honour_are_refused_and_real_ones_answered() {
-    let server = start(AllInOneConfig::default()).await;
+    let server = start_local(AllInOneConfig::default()).await;
     let h = server.http_addr;
     let chromium = include_str!("../fixtures/sdp/chromium-offer.sdp");
     let firefox = include_str!("../fixtures/sdp/firefox-offer.sdp");
@@ -561,7 +542,7 @@ async fn offers_the_server_cannot_honour_are_refused_and_real_ones_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_secrets_are_bounded_in_size_and_in_total() {
     use voice_edge::signaling::keys::{MAX_EPHEMERAL_BYTES, MAX_SESSION_BYTES};
-    let server = start(AllInOneConfig::default()).await;
+    let server = start_local(AllInOneConfig::default()).await;
     let h = server.http_addr;
     let mint = |instructions: usize| {
         serde_json::to_vec(&serde_json::json!({
@@ -615,7 +596,7 @@ async fn client_secrets_are_bounded_in_size_and_in_total() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_connections_are_closed_after_the_header_timeout() {
     let cache_dir = std::env::temp_dir().join(format!("voice-edge-idle-{}", std::process::id()));
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         http_limits: HttpLimits {
             header_timeout: Duration::from_millis(300),
             ..Default::default()
@@ -676,7 +657,7 @@ async fn idle_connections_are_closed_after_the_header_timeout() {
 /// Beyond the connection cap, a new connection is not served until a slot frees; then it is.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn beyond_the_connection_cap_a_request_waits_for_a_free_slot() {
-    let server = start(AllInOneConfig {
+    let server = start_local(AllInOneConfig {
         http_limits: HttpLimits {
             max_connections: 3,
             ..Default::default()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::Client;
 use serde_json::{Value, json};
-use voice_edge::allinone::{self, AllInOneConfig};
+use voice_edge::allinone::AllInOneConfig;
 use voice_edge::audio::tts::{self, Pool};
 
 const PAIRS: usize = 300;
@@ -93,14 +93,7 @@ async fn wait_for(c: &Client, kind: &str, n: usize) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_cancelled_tts_responses_leaves_no_threads_or_children_behind() {
-    let _ = env_logger::builder().is_test(true).try_init();
-    let server = allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .await
-    .expect("start all-in-one");
+    let server = common::start_local(AllInOneConfig::default()).await;
     let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=tts").await;
     c.wait_connected(Duration::from_secs(10)).await;
     wait_for(&c, "session.created", 1).await;

@@ -13,15 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [[ " $* " != *" --host-netns "* && " $* " != *" --inside-netns "* && $(id -u) == 0 ]] \
-  && command -v ip >/dev/null; then
-  ns="voice-edge-admission-$$"
-  ip netns add "$ns"
-  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" bash "$0" --inside-netns "$@"
-  exit $?
-fi
+source bench/lib.sh
+run_in_own_netns admission "$0" "$@"
 
 SESSIONS=1500
 DURATION=60
@@ -48,7 +41,6 @@ if [[ -z "$BIN" ]]; then
 fi
 mkdir -p "$OUT_DIR"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # Every offer comes from this one address, so the per-client cap is off in both rows.
 COMMON=(--max-calls-per-client 0)

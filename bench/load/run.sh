@@ -17,15 +17,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
-if [[ " $* " != *" --host-netns "* && " $* " != *" --inside-netns "* && $(id -u) == 0 ]] \
-  && command -v ip >/dev/null; then
-  ns="voice-edge-bench-$$"
-  ip netns add "$ns"
-  trap 'ip netns del "$ns" 2>/dev/null || true' EXIT
-  ip netns exec "$ns" ip link set lo up
-  ip netns exec "$ns" bash "$0" --inside-netns "$@"
-  exit $?
-fi
+source bench/lib.sh
+run_in_own_netns bench "$0" "$@"
 
 SESSIONS="100 500 1000"
 DIRECT_SESSIONS="100"
@@ -59,7 +52,6 @@ fi
 LOADGEN_BIN="${VOICE_EDGE_LOADGEN_BIN:-$BIN}"
 mkdir -p "$OUT_DIR"
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 # One row: start a server (relay path, or --direct), load it, stop it, summarise.
 run_row() {

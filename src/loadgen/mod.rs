@@ -18,7 +18,7 @@
 mod call;
 mod call_loop;
 mod http;
-mod procstat;
+pub mod procstat;
 mod report;
 mod stats;
 

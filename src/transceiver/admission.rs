@@ -73,8 +73,6 @@ pub struct WorkerLoad {
     pub saturated: AtomicBool,
     /// Measurement windows spent saturated, for `/admin/stats` and the benchmark.
     pub saturated_windows: AtomicU64,
-    /// Offers this worker refused.
-    pub refused: AtomicU64,
 }
 
 /// Why a worker will not take a call now.

@@ -20,7 +20,7 @@ pub use session::{ClientReport, SessionCounters, SessionState};
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -227,6 +227,8 @@ pub struct TransceiverHandle {
     pub addr: SocketAddr,
     workers: Arc<[WorkerLink]>,
     capacity: admission::Capacity,
+    /// Offers refused because no worker admitted them.
+    refused: Arc<AtomicU64>,
     /// Calls placed on this transceiver whose worker is not chosen yet (see [`Self::reserve`]).
     pending: Arc<AtomicUsize>,
     draining: Arc<AtomicBool>,
@@ -289,9 +291,7 @@ impl TransceiverHandle {
             })
             .min_by_key(|w| w.load.load());
         let Some(w) = w else {
-            if let Some(w) = self.workers.first() {
-                w.load.refused.fetch_add(1, Ordering::Relaxed);
-            }
+            self.refused.fetch_add(1, Ordering::Relaxed);
             let why = refusal.unwrap_or(admission::Refusal::Full);
             return Err(CallError::Full(self.id, why));
         };
@@ -317,12 +317,12 @@ impl TransceiverHandle {
 
     /// Offers refused, and measurement windows spent saturated, over all workers.
     pub fn admission_counts(&self) -> (u64, u64) {
-        self.workers.iter().fold((0, 0), |(r, s), w| {
-            (
-                r + w.load.refused.load(Ordering::Relaxed),
-                s + w.load.saturated_windows.load(Ordering::Relaxed),
-            )
-        })
+        let saturated = self
+            .workers
+            .iter()
+            .map(|w| w.load.saturated_windows.load(Ordering::Relaxed))
+            .sum();
+        (self.refused.load(Ordering::Relaxed), saturated)
     }
 
     /// The worker that owns `call_id`, from the worker byte in the id.
@@ -504,6 +504,7 @@ pub fn spawn_in_process(
         addr,
         workers: links.into(),
         capacity: cfg.capacity,
+        refused: Arc::default(),
         pending: Arc::new(AtomicUsize::new(0)),
         draining: Arc::new(AtomicBool::new(false)),
         stop,

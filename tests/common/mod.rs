@@ -8,6 +8,7 @@ mod http;
 mod nat;
 mod offers;
 mod redis;
+mod server;
 mod stun;
 
 pub use client::{Client, max_gap};
@@ -17,4 +18,5 @@ pub use http::{
 pub use nat::Nat;
 pub use offers::{CLIENT_PWD, CLIENT_UFRAG, chromium_like_offer};
 pub use redis::RedisServer;
+pub use server::{sessions, start_local};
 pub use stun::binding_request;
