@@ -20,6 +20,7 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
+use super::event_log::EventLog;
 use super::media::{Media, TtsFailure, TtsRequest, VoiceTimings};
 use crate::audio::tts;
 use crate::realtime::Conversation;
@@ -133,6 +134,8 @@ pub struct Session {
     events_channel: Option<RTCDataChannelId>,
     /// Speech the worker should synthesize off the socket thread.
     tts_requests: Vec<TtsRequest>,
+    /// Every `oai-events` frame both ways (see [`super::event_log`]).
+    events: EventLog,
 }
 
 pub struct NewSession {
@@ -187,6 +190,7 @@ impl Session {
             conv,
             events_channel: None,
             tts_requests: Vec::new(),
+            events: EventLog::starting(now),
         }
     }
 
@@ -260,6 +264,16 @@ impl Session {
     ) {
         self.media.on_tts_ready(response_id, speech, &mut self.conv);
         self.drive(now);
+    }
+
+    /// This call's event log, read while the call is live.
+    pub fn event_log(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The event log, taken when the call ends so it outlives the session.
+    pub fn take_event_log(&mut self) -> EventLog {
+        std::mem::replace(&mut self.events, EventLog::new(self.created, 0))
     }
 
     pub fn timings(&self) -> VoiceTimings {
@@ -375,6 +389,7 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
+                self.events.record_client(now, &text);
                 self.conv.on_client_text(&text);
                 self.media.configure(&self.conv);
             }
@@ -390,6 +405,7 @@ impl Session {
             return;
         };
         for f in frames {
+            self.events.record_server(now, &f);
             if let Err(e) = dc.send_text(now, f) {
                 log::warn!("{}: data channel send failed: {e}", self.call_id);
             }
