@@ -242,6 +242,24 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
     let r = common::http_post(http, &format!("{location}/hangup"), "application/json", b"").await;
     assert_eq!(r.status, 200, "{}", r.body);
     a.wait_told_closed(Duration::from_secs(3)).await;
+    // So does the call's event log, which outlives it.
+    let r = http_get(http, &format!("{location}/events")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.headers["content-type"], "application/jsonl");
+    let first: serde_json::Value = serde_json::from_str(r.body.lines().next().unwrap()).unwrap();
+    assert_eq!(first["event"]["type"], "session.created", "{}", r.body);
+    let n = r.body.lines().count();
+    let r = http_get(http, &format!("{location}/events?since={n}")).await;
+    assert_eq!((r.status, r.body.as_str()), (200, ""));
+    // A well-formed id the transceiver does not know: its 404 crosses back as signaling's.
+    let unknown = format!(
+        "{}{}",
+        &location[..location.len() - 1],
+        if location.ends_with('0') { '1' } else { '0' }
+    );
+    let r = http_get(http, &format!("{unknown}/events")).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(r.body.contains("call_not_found"), "{}", r.body);
     b.pc.close().await.unwrap();
     cluster.stop().await;
 }

@@ -247,6 +247,17 @@ impl TransceiverControl for RemoteTransceiver {
             .await
             .map(|_| ())
     }
+
+    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError> {
+        let (_, events) = self
+            .request::<(), wire::Events>(
+                hyper::Method::GET,
+                &format!("/calls/{}/events?since={since}", urlencode(&call_id)),
+                None,
+            )
+            .await?;
+        Ok(events.map(|e| e.jsonl))
+    }
 }
 
 /// Call ids are `rtc_` plus URL-safe characters; anything else is escaped rather than trusted.

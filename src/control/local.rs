@@ -68,4 +68,8 @@ impl TransceiverControl for TransceiverHandle {
         TransceiverHandle::drain(self);
         Ok(())
     }
+
+    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError> {
+        Ok(TransceiverHandle::call_events(self, call_id, since).await)
+    }
 }

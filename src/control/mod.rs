@@ -53,6 +53,9 @@ pub trait TransceiverControl: Send + Sync {
     async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError>;
     /// Stops taking new calls; live ones continue until they end.
     async fn drain(&self) -> Result<(), CallError>;
+    /// The call's event log from `since` as JSON Lines (live, or ended within the last minutes:
+    /// see [`crate::transceiver::event_log`]); `Ok(None)` when this transceiver has none.
+    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError>;
 }
 
 /// Compares a presented secret with the expected one in time independent of where they differ,

@@ -102,6 +102,19 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// A call's event log: JSON Lines inside JSON, so it travels through the same request code as
+/// every other reply.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Events {
+    pub jsonl: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct EventsQuery {
+    #[serde(default)]
+    pub since: u64,
+}
+
 /// A call error as a status and a code; [`call_error`] reads it back, so a bad offer stays the
 /// client's 400 and a stopped transceiver stays a 503 across the network.
 pub fn error_parts(e: &CallError) -> (u16, &'static str) {

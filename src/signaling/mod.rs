@@ -175,6 +175,7 @@ impl Signaling {
             .route("/v1/realtime/calls", post(calls::create_call))
             .route("/v1/realtime/calls/{id}", patch(calls::renegotiate))
             .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
+            .route("/v1/realtime/calls/{id}/events", get(calls::events))
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/health", get(|| async { "ok\n" }))
             .fallback(any(web::serve))

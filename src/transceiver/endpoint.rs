@@ -30,6 +30,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
+use super::event_log::{self, EndedLogs, SharedEndedLogs};
 use super::media::{Job, JobDone};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
@@ -104,6 +105,8 @@ pub struct Endpoint {
     /// The latest timer since [`Endpoint::take_max_timer_lag`] last asked.
     max_timer_lag: Duration,
     last_housekeeping: Instant,
+    /// Where ended calls' event logs go: the transceiver's, shared by its workers.
+    ended_logs: SharedEndedLogs,
 }
 
 impl Endpoint {
@@ -137,7 +140,21 @@ impl Endpoint {
             timer_lag: Default::default(),
             max_timer_lag: Duration::ZERO,
             last_housekeeping: now,
+            ended_logs: EndedLogs::shared(),
         }
+    }
+
+    /// Puts ended calls' event logs in `logs` (the transceiver's, which its handle reads)
+    /// instead of this endpoint's own.
+    pub fn share_ended_logs(&mut self, logs: SharedEndedLogs) {
+        self.ended_logs = logs;
+    }
+
+    /// A live call's event log from `since` as JSON Lines (see [`super::event_log`]); `None`
+    /// when the call is not live here (an ended call's log is in the shared store).
+    pub fn call_events(&self, call_id: &str, since: u64) -> Option<String> {
+        let key = self.by_call.get(call_id)?;
+        Some(self.sessions.get(key)?.event_log().render(since))
     }
 
     /// Live calls.
@@ -594,6 +611,9 @@ impl Endpoint {
         self.by_ufrag.remove(&s.ufrag);
         self.by_call.remove(&s.call_id);
         self.by_addr.retain(|_, k| *k != key);
+        // Kept even for a call that panicked: that log is the bug report.
+        let log = s.take_event_log();
+        event_log::lock(&self.ended_logs).insert(now, s.call_id.clone(), log);
         log::info!(
             "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",
             s.call_id,

@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod call_id;
 pub mod endpoint;
+pub mod event_log;
 mod mailbox;
 mod media;
 mod peer;
@@ -210,6 +211,12 @@ pub(crate) enum Command {
         call_id: String,
         done: media::JobDone,
     },
+    /// A live call's event log from `since`, as JSON Lines; `None` when it is not live here.
+    Events {
+        call_id: String,
+        since: u64,
+        reply: tokio::sync::oneshot::Sender<Option<String>>,
+    },
 }
 
 /// One worker thread as the handle sees it: where to send its commands and how busy it is.
@@ -235,6 +242,8 @@ pub struct TransceiverHandle {
     pending: Arc<AtomicUsize>,
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    /// Ended calls' event logs, which the workers put here and signaling reads.
+    ended_logs: event_log::SharedEndedLogs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -369,6 +378,23 @@ impl TransceiverHandle {
         }
     }
 
+    /// A call's event log from `since` as JSON Lines (see [`event_log`]): a live call's from
+    /// its worker, an ended one's from the shared store. `None` when neither holds it.
+    pub async fn call_events(&self, call_id: String, since: u64) -> Option<String> {
+        let w = self.owner(&call_id)?;
+        // Asked first: a call that ends meanwhile is in the store before its worker answers.
+        let live = ask(w, |reply| Command::Events {
+            call_id: call_id.clone(),
+            since,
+            reply,
+        })
+        .await
+        .flatten();
+        live.or_else(|| {
+            event_log::read_ended(&self.ended_logs, std::time::Instant::now(), &call_id, since)
+        })
+    }
+
     /// Every worker's live calls.
     pub async fn list_calls(&self) -> Vec<CallInfo> {
         let mut all = vec![];
@@ -465,6 +491,7 @@ pub fn spawn_in_process(
     let addr = sockets[0].local_addr()?;
     let certificate = generate_certificate()?;
     let stop = Arc::new(AtomicBool::new(false));
+    let ended_logs = event_log::EndedLogs::shared();
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
@@ -492,6 +519,7 @@ pub fn spawn_in_process(
             load: load.clone(),
             stop: stop.clone(),
             mailbox: mailbox.clone(),
+            ended_logs: ended_logs.clone(),
         });
         threads.push(
             std::thread::Builder::new()
@@ -510,6 +538,7 @@ pub fn spawn_in_process(
         pending: Arc::new(AtomicUsize::new(0)),
         draining: Arc::new(AtomicBool::new(false)),
         stop,
+        ended_logs,
     };
     Ok((handle, threads))
 }

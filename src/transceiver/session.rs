@@ -20,6 +20,7 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
+use super::event_log::EventLog;
 use super::media::{Job, JobDone, Media, VoiceTimings};
 use crate::model::ModelKind;
 use crate::realtime::{Action, Conversation};
@@ -135,6 +136,8 @@ pub struct Session {
     jobs: Vec<Job>,
     /// The session expired (the conversation asked to end the call).
     pub expired: bool,
+    /// Every `oai-events` frame both ways (see [`super::event_log`]).
+    events: EventLog,
 }
 
 pub struct NewSession {
@@ -189,6 +192,7 @@ impl Session {
             events_channel: None,
             jobs: Vec::new(),
             expired: false,
+            events: EventLog::starting(now),
         }
     }
 
@@ -257,6 +261,16 @@ impl Session {
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
         self.media.on_job_done(now, done, &mut self.conv);
         self.drive(now);
+    }
+
+    /// This call's event log, read while the call is live.
+    pub fn event_log(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The event log, taken when the call ends so it outlives the session.
+    pub fn take_event_log(&mut self) -> EventLog {
+        std::mem::replace(&mut self.events, EventLog::new(self.created, 0))
     }
 
     pub fn timings(&self) -> VoiceTimings {
@@ -380,6 +394,7 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
+                self.events.record_client(now, &text);
                 self.conv.on_client_text(&text);
                 self.media.configure(&self.conv);
             }
@@ -395,6 +410,7 @@ impl Session {
             return;
         };
         for f in frames {
+            self.events.record_server(now, &f);
             if let Err(e) = dc.send_text(now, f) {
                 log::warn!("{}: data channel send failed: {e}", self.call_id);
             }
