@@ -68,4 +68,12 @@ impl TransceiverControl for TransceiverHandle {
         TransceiverHandle::drain(self);
         Ok(())
     }
+
+    async fn call_fault(
+        &self,
+        call_id: String,
+        fault: crate::transceiver::faults::Fault,
+    ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
+        TransceiverHandle::call_fault(self, call_id, fault).await
+    }
 }

@@ -17,6 +17,7 @@
 
 mod client;
 mod events;
+mod expiry;
 mod input;
 mod items;
 mod replies;

@@ -8,6 +8,8 @@
 pub mod admission;
 pub mod call_id;
 pub mod endpoint;
+pub mod faults;
+pub mod impairment;
 mod mailbox;
 mod media;
 mod peer;
@@ -93,6 +95,8 @@ pub struct EndCounters {
     pub shutdown: u64,
     /// The call's processing panicked: it ended alone, its worker and the other calls went on.
     pub panicked: u64,
+    /// Ended by the `session_expired` fault (see [`faults`]).
+    pub session_expired: u64,
 }
 
 /// The worker's bookkeeping sizes, so a test (or an operator) can see that ended calls leave
@@ -141,6 +145,7 @@ impl WorkerStats {
                 idle_timeout: a.idle_timeout + b.idle_timeout,
                 shutdown: a.shutdown + b.shutdown,
                 panicked: a.panicked + b.panicked,
+                session_expired: a.session_expired + b.session_expired,
             },
         }
     }
@@ -202,6 +207,12 @@ pub(crate) enum Command {
     Stats {
         reply: tokio::sync::oneshot::Sender<WorkerStats>,
     },
+    /// Injects a fault into a call (see [`faults`]); `None` when the call is not here.
+    Fault {
+        call_id: String,
+        fault: faults::Fault,
+        reply: tokio::sync::oneshot::Sender<Option<Result<faults::FaultState, String>>>,
+    },
     /// Speech synthesized off the socket thread for a call's response, or why there is none.
     TtsReady {
         call_id: String,
@@ -247,6 +258,9 @@ pub enum CallError {
     /// The control API failed on the way (network, a bad reply): the split roles only.
     #[error("control API: {0}")]
     Control(String),
+    /// A fault the call cannot take in its state (a NAT rebinding before the client arrived).
+    #[error("{0}")]
+    FaultRefused(String),
 }
 
 /// Decrements a pending count however the call setup ends.
@@ -364,6 +378,29 @@ impl TransceiverHandle {
         match answer {
             None => Ok(None),
             Some(r) => Ok(Some(r?)),
+        }
+    }
+
+    /// Injects `fault` into a call: `Ok(None)` when the call is not here, else its fault state
+    /// after the change.
+    pub async fn call_fault(
+        &self,
+        call_id: String,
+        fault: faults::Fault,
+    ) -> Result<Option<faults::FaultState>, CallError> {
+        let Some(w) = self.owner(&call_id) else {
+            return Ok(None);
+        };
+        let r = ask(w, |reply| Command::Fault {
+            call_id,
+            fault,
+            reply,
+        })
+        .await
+        .ok_or(CallError::Unavailable(self.id))?;
+        match r {
+            None => Ok(None),
+            Some(r) => r.map(Some).map_err(CallError::FaultRefused),
         }
     }
 

@@ -120,6 +120,13 @@ pub struct Session {
     pub next_timeout: Option<Instant>,
     /// The endpoint has stopped counting this call as connecting (see `Endpoint::connecting`).
     pub left_connecting: bool,
+    /// Faults injected into this call (see [`super::faults`]); `None` for nearly every call, so
+    /// the datagram path pays one check.
+    pub faults: Option<Box<super::faults::CallFaults>>,
+    /// The session hit its maximum duration: the `error` event is out, and the call closes at
+    /// `close_at`.
+    pub expired: bool,
+    close_at: Option<Instant>,
     /// Tests set it to make the call's next turn panic (see `Endpoint::isolate`).
     #[cfg(test)]
     pub inject_panic: bool,
@@ -169,6 +176,9 @@ impl Session {
             ice_failed: false,
             setup_reported: false,
             left_connecting: false,
+            faults: None,
+            expired: false,
+            close_at: None,
             #[cfg(test)]
             inject_panic: false,
             first_audio_at: None,
@@ -235,13 +245,34 @@ impl Session {
 
     /// When the stack or the media side next needs time to pass.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        match (self.pc.poll_timeout(), self.media.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [
+            self.pc.poll_timeout(),
+            self.media.poll_timeout(),
+            self.close_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The session hit its maximum duration, as the real service's does at 60 minutes: the
+    /// client gets the Realtime `error` event (`session_expired`), and the call closes `grace`
+    /// later. There is no signal here for "the client has it" (the stack does not report what
+    /// SCTP has acknowledged), so the grace covers the path's delay instead.
+    pub fn expire(&mut self, now: Instant, grace: Duration) {
+        if self.expired {
+            return;
         }
+        self.expired = true;
+        self.conv.expire_session();
+        self.drive(now);
+        self.close_at = Some(now + grace);
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.close_at.is_some_and(|t| t <= now) {
+            self.state = SessionState::Closed;
+        }
         if let Err(e) = self.pc.handle_timeout(now) {
             log::debug!("{}: handle_timeout: {e}", self.call_id);
         }

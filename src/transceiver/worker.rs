@@ -183,6 +183,15 @@ impl Worker {
             } => {
                 let _ = reply.send(self.endpoint.renegotiate(now, &call_id, offer_sdp));
             }
+            Command::Fault {
+                call_id,
+                fault,
+                reply,
+            } => {
+                let r = self.endpoint.fault(now, &call_id, fault);
+                self.publish_counts();
+                let _ = reply.send(r);
+            }
             Command::TtsReady {
                 call_id,
                 response_id,
