@@ -588,8 +588,8 @@ impl Endpoint {
     }
 
     /// Releases what a call's impairment holds that is due: datagrams to the client go to the
-    /// socket, datagrams from it to the stack. A call whose faults are all over goes back to
-    /// the path without any.
+    /// socket, datagrams from it to the stack. A call keeps its fault state once it had one
+    /// (its counters are what the API reports); only calls that never had a fault skip it.
     fn release_due(&mut self, now: Instant, key: Key) {
         loop {
             let Some(f) = self.sessions.get_mut(&key).and_then(|s| s.faults.as_mut()) else {
@@ -602,13 +602,6 @@ impl Endpoint {
                 break;
             };
             self.deliver(now, key, d);
-        }
-        if let Some(s) = self.sessions.get_mut(&key)
-            && s.faults
-                .as_ref()
-                .is_some_and(|f| f.is_idle(now) && f.poll_timeout().is_none())
-        {
-            s.faults = None;
         }
     }
 

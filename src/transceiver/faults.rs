@@ -418,11 +418,6 @@ impl CallFaults {
         }
     }
 
-    /// Nothing is in force any more: the call can go back to the no-fault path.
-    pub fn is_idle(&self, now: Instant) -> bool {
-        self.network.is_none() && self.nat.is_none() && self.blackout_until.is_none_or(|u| now >= u)
-    }
-
     /// The NAT on the way back: only the current mapping leads to the client.
     fn translate(&mut self, mut t: Transmit) -> Option<Transmit> {
         let Some(nat) = self.nat else {
