@@ -101,16 +101,17 @@ impl<T> Impairment<T> {
             return false;
         }
         let mut sent = now;
-        if self.params.rate_bps > 0 {
+        // 0 b/s is unlimited: no bottleneck.
+        if let Some(airtime_ns) = (size as u64 * 8)
+            .saturating_mul(1_000_000_000)
+            .checked_div(self.params.rate_bps)
+        {
             let start = self.link_free.map_or(now, |f| f.max(now));
             if start - now > MAX_BACKLOG {
                 self.stats.overflow += 1;
                 return false;
             }
-            let airtime = Duration::from_nanos(
-                (size as u64 * 8).saturating_mul(1_000_000_000) / self.params.rate_bps,
-            );
-            sent = start + airtime;
+            sent = start + Duration::from_nanos(airtime_ns);
             self.link_free = Some(sent);
         }
         let mut due = sent + self.params.delay;
