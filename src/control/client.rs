@@ -258,6 +258,21 @@ impl TransceiverControl for RemoteTransceiver {
             .await?;
         Ok(events.map(|e| e.jsonl))
     }
+
+    async fn call_fault(
+        &self,
+        call_id: String,
+        fault: crate::transceiver::faults::Fault,
+    ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
+        let (_, state) = self
+            .request::<_, crate::transceiver::faults::FaultState>(
+                hyper::Method::POST,
+                &format!("/calls/{}/faults", urlencode(&call_id)),
+                Some(&fault),
+            )
+            .await?;
+        Ok(state)
+    }
 }
 
 /// Call ids are `rtc_` plus URL-safe characters; anything else is escaped rather than trusted.

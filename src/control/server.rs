@@ -35,6 +35,7 @@ pub fn router(transceiver: Arc<dyn TransceiverControl>, secret: &str) -> Router 
         .route(&format!("{PREFIX}/calls/{{id}}"), patch(renegotiate))
         .route(&format!("{PREFIX}/calls/{{id}}/hangup"), post(hangup))
         .route(&format!("{PREFIX}/drain"), post(drain))
+        .route(&format!("{PREFIX}/calls/{{id}}/faults"), post(call_fault))
         .route(&format!("{PREFIX}/status"), get(status))
         .route(&format!("{PREFIX}/calls/{{id}}/events"), get(events))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such control path") })
@@ -133,6 +134,22 @@ async fn renegotiate(
 async fn hangup(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
     match ctx.transceiver.hangup(id).await {
         Ok(ended) => Json(wire::Ended { ended }).into_response(),
+        Err(e) => call_error(e),
+    }
+}
+
+async fn call_fault(
+    State(ctx): State<Ctx>,
+    Path(id): Path<String>,
+    body: Result<Json<crate::transceiver::faults::Fault>, JsonRejection>,
+) -> Response {
+    let fault = match body {
+        Ok(Json(f)) => f,
+        Err(e) => return bad_body(e),
+    };
+    match ctx.transceiver.call_fault(id, fault).await {
+        Ok(Some(state)) => Json(state).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
         Err(e) => call_error(e),
     }
 }

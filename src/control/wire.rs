@@ -125,6 +125,7 @@ pub fn error_parts(e: &CallError) -> (u16, &'static str) {
         CallError::Unavailable(_) => (503, "unavailable"),
         CallError::Full(_, r) => (503, r.code()),
         CallError::Control(_) => (502, "control"),
+        CallError::FaultRefused(_) => (409, "fault_refused"),
     }
 }
 
@@ -142,6 +143,7 @@ pub fn call_error(id: u16, status: u16, body: &str) -> CallError {
             AnswerError::Negotiation(strip(&message, "could not answer the offer: ")).into()
         }
         "unavailable" => CallError::Unavailable(id),
+        "fault_refused" => CallError::FaultRefused(message),
         c if Refusal::from_code(c).is_some() => CallError::Full(id, Refusal::from_code(c).unwrap()),
         _ => CallError::Control(format!(
             "transceiver {id} answered {status}: {code} {message}"

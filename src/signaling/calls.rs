@@ -401,7 +401,7 @@ pub(super) async fn renegotiate(
 
 /// The transceiver holding call `id`, if `key` may act on it. Authorized before the call is
 /// looked up, so a stranger learns nothing about which ids are live.
-fn owned_call(
+pub(super) fn owned_call(
     sig: &Signaling,
     key: Option<&str>,
     id: &str,
@@ -410,7 +410,7 @@ fn owned_call(
     sig.transceiver_of(id).ok_or_else(|| call_not_found(id))
 }
 
-fn call_not_found(id: &str) -> ApiError {
+pub(super) fn call_not_found(id: &str) -> ApiError {
     ApiError::invalid("call_not_found", format!("no live call {id:?}"))
         .with_status(StatusCode::NOT_FOUND)
 }
@@ -422,8 +422,11 @@ fn at_capacity(why: &str) -> ApiError {
 }
 
 /// A bad offer is the client's fault (400); a stopped transceiver is ours (503).
-fn call_error(e: CallError) -> ApiError {
+pub(super) fn call_error(e: CallError) -> ApiError {
     match e {
+        CallError::FaultRefused(m) => {
+            ApiError::invalid("fault_refused", m).with_status(StatusCode::CONFLICT)
+        }
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
         CallError::Full(..) => at_capacity(&e.to_string()),
         CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),

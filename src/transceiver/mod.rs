@@ -9,6 +9,8 @@ pub mod admission;
 pub mod call_id;
 pub mod endpoint;
 pub mod event_log;
+pub mod faults;
+pub mod impairment;
 mod mailbox;
 mod media;
 mod peer;
@@ -94,7 +96,7 @@ pub struct EndCounters {
     pub shutdown: u64,
     /// The call's processing panicked: it ended alone, its worker and the other calls went on.
     pub panicked: u64,
-    /// The session hit its limit (a scripted `session_expired`, or the fault).
+    /// The session hit its limit (a scripted `session_expired`, or the fault: see [`faults`]).
     pub session_expired: u64,
 }
 
@@ -211,6 +213,12 @@ pub(crate) enum Command {
         call_id: String,
         done: media::JobDone,
     },
+    /// Injects a fault into a call (see [`faults`]); `None` when the call is not here.
+    Fault {
+        call_id: String,
+        fault: faults::Fault,
+        reply: tokio::sync::oneshot::Sender<Option<Result<faults::FaultState, String>>>,
+    },
     /// A live call's event log from `since`, as JSON Lines; `None` when it is not live here.
     Events {
         call_id: String,
@@ -258,6 +266,9 @@ pub enum CallError {
     /// The control API failed on the way (network, a bad reply): the split roles only.
     #[error("control API: {0}")]
     Control(String),
+    /// A fault the call cannot take in its state (a NAT rebinding before the client arrived).
+    #[error("{0}")]
+    FaultRefused(String),
 }
 
 /// Decrements a pending count however the call setup ends.
@@ -393,6 +404,29 @@ impl TransceiverHandle {
         live.or_else(|| {
             event_log::read_ended(&self.ended_logs, std::time::Instant::now(), &call_id, since)
         })
+    }
+
+    /// Injects `fault` into a call: `Ok(None)` when the call is not here, else its fault state
+    /// after the change.
+    pub async fn call_fault(
+        &self,
+        call_id: String,
+        fault: faults::Fault,
+    ) -> Result<Option<faults::FaultState>, CallError> {
+        let Some(w) = self.owner(&call_id) else {
+            return Ok(None);
+        };
+        let r = ask(w, |reply| Command::Fault {
+            call_id,
+            fault,
+            reply,
+        })
+        .await
+        .ok_or(CallError::Unavailable(self.id))?;
+        match r {
+            None => Ok(None),
+            Some(r) => r.map(Some).map_err(CallError::FaultRefused),
+        }
     }
 
     /// Every worker's live calls.

@@ -190,6 +190,15 @@ impl Worker {
                 let _ = reply.send(self.endpoint.renegotiate(now, &call_id, offer_sdp));
             }
             Command::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
+            Command::Fault {
+                call_id,
+                fault,
+                reply,
+            } => {
+                let r = self.endpoint.fault(now, &call_id, fault);
+                self.publish_counts();
+                let _ = reply.send(r);
+            }
             Command::Stats { reply } => {
                 let _ = reply.send(self.endpoint.stats());
             }

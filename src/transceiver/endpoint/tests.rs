@@ -1109,3 +1109,59 @@ fn a_call_log_is_read_live_and_kept_after_the_call_ends() {
 
     assert!(read_ended(&net.ep.ended_logs, now + ENDED_TTL, &id, 0).is_none());
 }
+
+/// Faults in virtual time: a delay holds the call's datagrams for exactly as long as asked
+/// (the held queue's deadline drives the endpoint's timer), a blackout silences the call, and
+/// an emulated NAT rebinding is recovered only through the client's next authenticated check,
+/// with every reply translated back to the client's real address (nothing strays).
+#[test]
+fn faults_delay_silence_and_rebind_a_call_in_virtual_time() {
+    use crate::transceiver::faults::{Fault, NetworkSpec};
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    assert!(net.talk(a, 5) >= 4);
+    let id = net.peers[a].2.clone();
+
+    let spec = NetworkSpec {
+        delay_ms: 100,
+        ..Default::default()
+    };
+    let state = net.ep.fault(net.now, &id, Fault::Network(spec)).unwrap();
+    assert_eq!(state.unwrap().network, Some(spec));
+    let (sent, before) = (net.now, net.peers[a].0.echoes);
+    net.peers[a].0.speak(sent);
+    assert!(net.run_until(Duration::from_secs(1), |n| n.peers[a].0.echoes > before));
+    let rtt = net.now - sent;
+    assert!(
+        (Duration::from_millis(200)..Duration::from_millis(210)).contains(&rtt),
+        "round trip {rtt:?} with 100 ms each way"
+    );
+    net.ep
+        .fault(net.now, &id, Fault::ClearNetwork)
+        .unwrap()
+        .unwrap();
+
+    net.ep
+        .fault(net.now, &id, Fault::Blackout { duration_ms: 2000 })
+        .unwrap()
+        .unwrap();
+    assert_eq!(net.talk(a, 20), 0, "frames came back during the blackout");
+    net.run(Duration::from_secs(2));
+    assert!(net.talk(a, 10) >= 9, "the call did not come back");
+
+    let state = net
+        .ep
+        .fault(net.now, &id, Fault::NatRebind)
+        .unwrap()
+        .unwrap();
+    let seen = state.client_seen_as.unwrap();
+    assert_ne!(seen, net.peers[a].0.addr);
+    // Consent checks go out every 2 s (ICE keepalive): within 3 s one has moved the call.
+    net.run(Duration::from_secs(3));
+    let now = net.now;
+    let info = net.ep.list(now).into_iter().next().unwrap();
+    assert_eq!(info.client, Some(seen));
+    assert!(net.talk(a, 10) >= 9, "audio follows the new mapping");
+    assert!(net.stray.is_empty(), "replies strayed: {:?}", net.stray);
+}
