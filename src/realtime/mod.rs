@@ -65,6 +65,9 @@ pub enum Action {
     StopAudio { response_id: String },
     /// Drop buffered caller audio (input_audio_buffer.clear).
     ClearInput,
+    /// A response with nothing to play waits this long before its output (a scripted slow
+    /// model); the media side answers with [`Conversation::on_hold_over`].
+    Hold { response_id: String, delay_ms: u64 },
     /// End the call once the events before this action are sent (the session expired).
     EndCall,
 }

@@ -44,6 +44,8 @@ pub(super) struct ActiveResponse {
     pub calls: Vec<super::tool_calls::PlannedCall>,
     /// How it ends once its output is out (the model's plan).
     pub ending: crate::model::Ending,
+    /// Waiting out the plan's delay before output that needs no playback (see `Action::Hold`).
+    pub holding: bool,
     pub in_conversation: bool,
     pub words: Vec<String>,
     /// Words whose deltas have been sent.

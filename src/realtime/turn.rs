@@ -37,6 +37,7 @@ enum End<'a> {
 pub(super) struct Stopped {
     pub item_id: String,
     pub played_ms: u64,
+    /// Its message is in the conversation (and may be truncated to what was heard).
     pub in_conversation: bool,
 }
 
@@ -142,8 +143,30 @@ impl Conversation {
             self.out
                 .emit("output_audio_buffer.started", json!({ "response_id": id }));
             self.send_due_deltas(false);
+        } else if delay_ms > 0 {
+            // A slow model: the output comes when the media side says the delay is over.
+            if let Some(r) = self.active.as_mut() {
+                r.holding = true;
+            }
+            self.out.act(Action::Hold {
+                response_id: id,
+                delay_ms,
+            });
         } else {
             // Text, tool calls alone, or nothing: no playback to wait for.
+            self.complete_active();
+            self.after_response();
+        }
+    }
+
+    /// A held response's delay is over (see [`Action::Hold`]): its output comes now. Ignored
+    /// for a response that already ended (cancelled meanwhile).
+    pub fn on_hold_over(&mut self, response_id: &str) {
+        if self
+            .active
+            .as_ref()
+            .is_some_and(|r| r.id == response_id && r.holding)
+        {
             self.complete_active();
             self.after_response();
         }
@@ -231,6 +254,7 @@ impl Conversation {
             message: reply.is_some(),
             calls,
             ending,
+            holding: false,
             in_conversation,
             words,
             sent: 0,
@@ -423,9 +447,10 @@ impl Conversation {
         let stopped = Stopped {
             item_id: r.item_id.clone(),
             played_ms: r.played_ms,
-            in_conversation: r.in_conversation,
+            in_conversation: r.in_conversation && r.message,
         };
-        let (id, audio) = (r.id.clone(), r.audio);
+        // Only a spoken message started the output buffer.
+        let (id, audio) = (r.id.clone(), r.audio && r.message);
         if audio {
             self.out.act(Action::StopAudio {
                 response_id: id.clone(),

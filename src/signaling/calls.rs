@@ -447,3 +447,30 @@ impl Signaling {
             .cloned()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_name_that_is_ours_picks_the_model() {
+        // An explicit echo in the call's session wins over ?model= (it once lost to it).
+        assert_eq!(
+            model_for([Some("echo"), None, Some("tts")]).unwrap(),
+            ModelKind::Echo
+        );
+        // The SDK's model name is not ours: the next source decides.
+        assert_eq!(
+            model_for([Some("gpt-realtime-2.1"), None, Some("loopback")]).unwrap(),
+            ModelKind::Loopback
+        );
+        assert_eq!(
+            model_for([None, Some("script:weather"), Some("tts")]).unwrap(),
+            ModelKind::Script("weather".into())
+        );
+        assert_eq!(model_for([None, None, None]).unwrap(), ModelKind::Echo);
+        let code = |names| model_for(names).unwrap_err().code;
+        assert_eq!(code([None, None, Some("script:nope")]), "unknown_script");
+        assert_eq!(code([Some("script:a/b"), None, None]), "invalid_model");
+    }
+}

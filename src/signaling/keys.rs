@@ -336,14 +336,17 @@ impl Keys {
                 "id".into(),
                 json!(format!("sess_{}", hex::encode(rand::random::<[u8; 8]>()))),
             );
-            o.entry("model").or_insert(json!("echo"));
             o.insert("expires_at".into(), json!(expires_at));
         }
+        // Kept as given: a model only the response names must not outrank a call's `?model=`.
         let key = Ephemeral {
             expires_at,
             session: session.to_string().into(),
             calls: 0,
         };
+        if let Value::Object(o) = &mut session {
+            o.entry("model").or_insert(json!("echo"));
+        }
         self.ephemeral
             .lock()
             .unwrap()

@@ -114,6 +114,8 @@ pub struct Voice {
     player: Option<Player>,
     /// Audio is held until then (a planned delay).
     hold_until: Option<Instant>,
+    /// A response with nothing to play, held until its delay is over (`Action::Hold`).
+    held: Option<(String, Instant)>,
     awaiting_job: Option<AwaitingJob>,
     last_packet: Option<Instant>,
     /// When input time was last advanced by the clock (packets stopped mid-turn).
@@ -180,8 +182,10 @@ impl Media {
             // Frames go back as they come, with no turns: answer every response at once so the
             // engine stays consistent.
             Media::Frames => {
-                if let Action::Speak { response_id, .. } = action {
-                    conv.on_audio_done(&response_id);
+                match action {
+                    Action::Speak { response_id, .. } => conv.on_audio_done(&response_id),
+                    Action::Hold { response_id, .. } => conv.on_hold_over(&response_id),
+                    _ => {}
                 }
                 None
             }
@@ -248,6 +252,7 @@ impl Voice {
             listener: Listener::new(cfg),
             player: None,
             hold_until: None,
+            held: None,
             awaiting_job: None,
             last_packet: None,
             idle_checked: None,
@@ -371,6 +376,13 @@ impl Voice {
                 self.listener.clear();
                 None
             }
+            Action::Hold {
+                response_id,
+                delay_ms,
+            } => {
+                self.held = Some((response_id, now + Duration::from_millis(delay_ms)));
+                None
+            }
             // The session ends the call; nothing to play or stop here.
             Action::EndCall => None,
         }
@@ -454,10 +466,10 @@ impl Voice {
         } else {
             None
         };
-        match (player, idle) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [player, idle, self.held.as_ref().map(|(_, t)| *t)]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The player has not sent its first frame (its deadline is "now" until then).
@@ -468,6 +480,9 @@ impl Voice {
     }
 
     fn on_timeout(&mut self, now: Instant, conv: &mut Conversation) {
+        if let Some((response_id, _)) = self.held.take_if(|(_, at)| *at <= now) {
+            conv.on_hold_over(&response_id);
+        }
         if let Some(last) = self.last_packet
             && self.listener.vad().is_speaking()
             && now.duration_since(last) >= IDLE_ADVANCE

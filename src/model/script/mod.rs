@@ -79,11 +79,14 @@ impl Model for ScriptModel {
             return note(turn);
         };
         let answering = script.turns.iter().enumerate().find(|(i, t)| {
-            let prompt = Prompt::Audio {
-                item_id: "",
-                start_ms: 0,
-                end_ms: turn.ms,
-                transcript: t.user_transcript.as_deref(),
+            let prompt = match turn.what {
+                Heard::Appended => Prompt::AppendedAudio { ms: turn.ms },
+                _ => Prompt::Audio {
+                    item_id: "",
+                    start_ms: 0,
+                    end_ms: turn.ms,
+                    transcript: t.user_transcript.as_deref(),
+                },
             };
             (t.repeat || !self.answered[*i]) && matches(&t.when, &prompt, turn.next_response)
         });
@@ -92,7 +95,8 @@ impl Model for ScriptModel {
                 code: "transcription_failed".into(),
                 message: format!("Script '{}' fails this turn's transcription.", self.name),
             },
-            Some((_, t)) if turn.what == Heard::Speech && t.user_transcript.is_some() => {
+            // Speech, or audio sent as data: both are the caller talking.
+            Some((_, t)) if turn.what != Heard::Silence && t.user_transcript.is_some() => {
                 Transcription::Text(t.user_transcript.clone().unwrap_or_default())
             }
             _ => note(turn),

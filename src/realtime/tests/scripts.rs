@@ -67,9 +67,20 @@ fn the_weather_script_plays_event_by_event() {
         "Here is the weather in Paris: 21 C and sunny"
     );
 
-    // "again": a server_error, after an error event, nothing played.
+    // "again": a pause (the response is held, nothing plays), then a server_error.
     let out = h.send_message("Say that again", 2);
-    assert!(h.take_speak().is_none());
+    assert_eq!(of_type(&out, "response.done").len(), 0);
+    let held = h.actions();
+    let Some(Action::Hold {
+        response_id,
+        delay_ms: 300,
+    }) = held.first()
+    else {
+        panic!("{held:?}")
+    };
+    h.c.on_hold_over(response_id);
+    let out = h.frames();
+    assert_eq!(types(&out), ["error", "response.done"]);
     let errors = of_type(&out, "error");
     assert_eq!(errors[0]["error"]["code"], "server_error");
     let done = &of_type(&out, "response.done")[0]["response"];
@@ -157,4 +168,24 @@ fn an_unmatched_turn_and_a_session_expiry_say_so() {
     assert_eq!(e["type"], "invalid_request_error");
     assert!(h.actions().contains(&Action::EndCall));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_held_response_can_be_cancelled_and_its_late_hold_over_is_ignored() {
+    let mut h = Harness::open("script:weather");
+    h.send_message("hello", 1); // turn 0: speak + call; played out below
+    let (rid, _) = h.take_speak().unwrap();
+    h.c.on_audio_done(&rid);
+    h.frames();
+    let out = h.send_message("again", 2);
+    assert_eq!(types(&out).last(), Some(&"rate_limits.updated"));
+    let Some(Action::Hold { response_id, .. }) = h.actions().into_iter().next() else {
+        panic!("no hold")
+    };
+    let out = h.send(json!({"type": "response.cancel"}));
+    // Nothing was playing: no output buffer events, no truncation.
+    assert_eq!(types(&out), ["response.done"]);
+    assert_eq!(out[0]["response"]["status"], "cancelled");
+    h.c.on_hold_over(&response_id);
+    assert!(h.frames().is_empty());
 }
