@@ -9,7 +9,9 @@
 // `string`/`number`/`boolean` of the right kind, `null` where allowed, arrays element by element, references
 // to this file's interfaces and unions (a union passes when one member does). Types from other modules
 // (`Shared.…`, `ResponsesAPI.…`), `unknown` and index signatures accept anything; extra properties are not
-// flagged (the types do not forbid them).
+// flagged (the types do not forbid them). `null` in an optional property typed without `| null` (e.g.
+// `status_details?: RealtimeResponseStatus`) is a *note*, logged but not failed: the API and the SDK's own
+// session.update send null for such fields, and the generated types do not say so.
 //
 //   import { serverEventShapes } from './openai-types.mjs';
 //   const shapes = serverEventShapes();            // parsed once per process
@@ -240,10 +242,11 @@ class Shapes {
         let best = null;
         for (const m of t.members) {
           const p = this.problems(value, m, at, depth + 1);
-          if (!p.length) return [];
+          if (!p.some((x) => !isNote(x))) return p;
           // Prefer the member whose discriminating literals (type, role, object, …) the value matches.
           const rank = this.discriminates(value, m) ? 0 : 1;
-          if (!best || rank < best.rank || (rank === best.rank && p.length < best.p.length)) best = { rank, p, m };
+          const n = p.filter((x) => !isNote(x)).length;
+          if (!best || rank < best.rank || (rank === best.rank && n < best.n)) best = { rank, p, m, n };
         }
         return best.rank === 0 || t.members.length === 1
           ? best.p
@@ -273,7 +276,14 @@ class Shapes {
         if (!p.optional) out.push(`${at}.${k}: missing${name ? ` (required by ${name})` : ''}`);
         continue;
       }
-      out.push(...this.problems(value[k], p.type, `${at}.${k}`, depth + 1));
+      const inner = this.problems(value[k], p.type, `${at}.${k}`, depth + 1);
+      if (value[k] === null && p.optional && inner.some((x) => !isNote(x))) {
+        // `k?: T` without `| null`, sent as null: the types say "omit it", the API (and the SDK's own
+        // session.update, e.g. noise_reduction) send null for many such fields. A note, not a problem.
+        out.push(note(`${at}.${k}: null where the type is optional but not nullable${name ? ` (${name})` : ''}`));
+        continue;
+      }
+      out.push(...inner);
     }
     return out;
   }
@@ -282,27 +292,42 @@ class Shapes {
   check(event) {
     const entry = this.types.get(event?.type);
     if (!entry) return { known: false, name: null, problems: [`type ${show(event?.type)} is not in RealtimeServerEvent`] };
-    return { known: true, name: entry.name, problems: this.objectProblems(event, this.props(entry.decl), event.type, 0, entry.name) };
+    const all = this.objectProblems(event, this.props(entry.decl), event.type, 0, entry.name);
+    return {
+      known: true,
+      name: entry.name,
+      problems: all.filter((x) => !isNote(x)),
+      notes: all.filter(isNote).map((x) => x.slice(NOTE.length)),
+    };
   }
 
   /**
    * Check many events; returns {checked, byType: Map type → count, unknownTypes: [...], problems: Map
-   * 'type: problem' → count}.
+   * 'type: problem' → count, notes: the same for nulls in optional, non-nullable fields}.
    */
   checkAll(events) {
     const byType = new Map();
     const unknownTypes = new Set();
     const problems = new Map();
+    const notes = new Map();
     for (const raw of events) {
       const ev = stripRecording(raw);
       byType.set(ev.type, (byType.get(ev.type) || 0) + 1);
       const r = this.check(ev);
       if (!r.known) unknownTypes.add(ev.type);
-      else for (const p of r.problems) problems.set(p, (problems.get(p) || 0) + 1);
+      else {
+        for (const p of r.problems) problems.set(p, (problems.get(p) || 0) + 1);
+        for (const n of r.notes) notes.set(n, (notes.get(n) || 0) + 1);
+      }
     }
-    return { checked: events.length, byType, unknownTypes: [...unknownTypes], problems };
+    return { checked: events.length, byType, unknownTypes: [...unknownTypes], problems, notes };
   }
 }
+
+// A note is a problem string marked as not failing (see objectProblems).
+const NOTE = '\u0000note:';
+const note = (msg) => NOTE + msg;
+const isNote = (x) => x.startsWith(NOTE);
 
 /** The recording fields our pages add to each event (t, textFrame, generic, schemaIssues) removed. */
 function stripRecording(ev) {
@@ -347,6 +372,11 @@ export function assertServerEventShapes(assert, events, label) {
         : 'all in RealtimeServerEvent, all shapes match') +
       ` (${types})`,
   );
+  if (res.notes.size) {
+    console.log(
+      `${label}: notes (not failures): ${[...res.notes].map(([n, k]) => `${n}${k > 1 ? ` (×${k})` : ''}`).join('; ')}`,
+    );
+  }
   const lines = [
     ...res.unknownTypes.map((t) => `not in the RealtimeServerEvent union: ${t}`),
     ...[...res.problems].map(([p, n]) => `${p}${n > 1 ? ` (×${n})` : ''}`),
