@@ -256,7 +256,9 @@ describe('@openai/agents-realtime 0.20.0 tool() calls in headless chromium', { t
       ];
       console.log(
         `\nagents-realtime tool call timings (${RUNS} runs, one call, model echo, toolChoice required; arguments ${rows[0].args}; ` +
-          `answer audio ${rows.map((r) => r.packets).join('/')} packets):\n${lines.join('\n')}\n`,
+          `answer audio ${rows.map((r) => r.packets).join('/')} packets):\n${lines.join('\n')}\n` +
+          'transcript deltas follow playback (a word is sent once played), so the first lands about one word after the ' +
+          'audio starts; agent_end comes with response.done, once the whole answer has played.\n',
       );
 
       // No event the SDK's schema rejected, no SDK errors; every server event in the openai types' shapes.
