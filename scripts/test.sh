@@ -98,6 +98,9 @@ export VOICE_EDGE_BIN
 # ---------------------------------------------------------------------------------------------------------
 # 3. End to end: headless chromium, fake microphone (fixtures/*.wav): demo page → echo; the official
 #    @openai/agents-realtime SDK (realtime-sdk.test.mjs) and the plain WebRTC flow (plain-flow.test.mjs);
+#    tool calls through the SDK's tool() (realtime-sdk-tools.test.mjs, prints a timing table) and as raw
+#    GA events (plain-tools.test.mjs); server events checked against the openai package's realtime.d.ts
+#    (openai-types.mjs, read at test time);
 #    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs);
 #    per-call faults seen by Chromium's stack (faults.test.mjs).
 # ---------------------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import {
   waitForEvent,
 } from './realtime-util.mjs';
 import { PLAIN_PAGE_HTML as HTML } from './plain-page.mjs';
+import { assertServerEventShapes } from './openai-types.mjs';
 
 const TURN_WAV = path.join(REPO_ROOT, 'fixtures', 'turn.wav');
 const FILE_TIMEOUT_MS = 90_000;
@@ -110,6 +111,7 @@ describe('plain WebRTC flow (fetch + RTCPeerConnection, no SDK) in headless chro
         assert.ok(e.textFrame, `${e.type} came as a binary frame`);
         assert.equal(typeof e.event_id, 'string', `${e.type} has a string event_id`);
       }
+      assertServerEventShapes(assert, events, 'plain flow spoken turn');
 
       const audio1 = await inboundAudio(page);
       const ontrack = await page.evaluate(() => window.rt.ontrack);

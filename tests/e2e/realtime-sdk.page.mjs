@@ -7,7 +7,10 @@
 //   rt.sdk       RealtimeSession events (agent_start, agent_end, audio_stopped, error, history_updated …)
 //   rt.warnings  console.warn / console.error lines (e.g. "Timed out waiting for session.updated ack")
 //   rt.pc        the SDK's RTCPeerConnection (session.transport.connectionState.peerConnection)
-import { OpenAIRealtimeWebRTC, RealtimeAgent, RealtimeSession } from '@openai/agents-realtime';
+//   rt.toolCalls every execute() of the get_weather tool (startSession({weatherTool: true})): its arguments,
+//                when it was called and when it returned
+//   rt.inbound   inbound audio packet counts whenever they change (window.watchInbound())
+import { OpenAIRealtimeWebRTC, RealtimeAgent, RealtimeSession, tool } from '@openai/agents-realtime';
 // The SDK's own server-event schema (same module instance the SDK uses; the package exports map hides it).
 import { realtimeServerEventSchema } from './node_modules/@openai/agents-realtime/dist/openaiRealtimeEvents.mjs';
 
@@ -24,8 +27,38 @@ const rt = {
   connectMs: null,
   connectError: null,
   callId: null,
+  toolCalls: [],
+  inbound: [],
 };
 window.rt = rt;
+
+/** What the get_weather tool returns; the stub model speaks it back after the SDK sends it. */
+const WEATHER_RESULT = { temperature_c: 21, conditions: 'sunny' };
+
+/**
+ * A function tool as an app writes it: a JSON schema (strict: every property required, no others) whose
+ * `examples` and `enum` the stub model reads to make up arguments. execute() records what it got.
+ */
+const weatherTool = tool({
+  name: 'get_weather',
+  description: 'Get the current weather for a city.',
+  parameters: {
+    type: 'object',
+    properties: {
+      city: { type: 'string', description: 'The city name.', examples: ['Paris'] },
+      unit: { type: 'string', enum: ['celsius', 'fahrenheit'], description: 'Temperature unit.' },
+    },
+    required: ['city', 'unit'],
+    additionalProperties: false,
+  },
+  strict: true,
+  execute: async (args, _ctx, details) => {
+    const call = { tCalled: now(), args, callId: details?.toolCall?.callId ?? null };
+    rt.toolCalls.push(call);
+    call.tReturned = now();
+    return WEATHER_RESULT;
+  },
+});
 
 for (const level of ['warn', 'error']) {
   const orig = console[level].bind(console);
@@ -88,12 +121,20 @@ function describeError(e) {
  * Connect a RealtimeSession. opts: {baseUrl, apiKey, model, silentMic}. Resolves with {connectMs, callId}
  * once `session.connect()` resolved (or rejects with its error).
  */
-window.startSession = async ({ baseUrl, apiKey, model, silentMic = false, instructions = 'You are a voice-edge test agent.' }) => {
-  const agent = new RealtimeAgent({ name: 'voice-edge-e2e', instructions });
+window.startSession = async ({
+  baseUrl,
+  apiKey,
+  model,
+  silentMic = false,
+  instructions = 'You are a voice-edge test agent.',
+  weatherTool: withWeather = false,
+  config,
+}) => {
+  const agent = new RealtimeAgent({ name: 'voice-edge-e2e', instructions, tools: withWeather ? [weatherTool] : [] });
   const transportOptions = { baseUrl };
   if (silentMic) transportOptions.mediaStream = silentStream();
   const transport = new OpenAIRealtimeWebRTC(transportOptions);
-  const session = new RealtimeSession(agent, { transport, model });
+  const session = new RealtimeSession(agent, { transport, model, ...(config ? { config } : {}) });
   rt.session = session;
 
   session.on('transport_event', (ev) => {
@@ -111,6 +152,15 @@ window.startSession = async ({ baseUrl, apiKey, model, silentMic = false, instru
   session.on('audio_interrupted', () => rt.sdk.push({ t: now(), type: 'audio_interrupted' }));
   session.on('history_added', (item) => rt.sdk.push({ t: now(), type: 'history_added', item: { itemId: item.itemId, role: item.role, type: item.type } }));
   session.on('error', (e) => rt.sdk.push({ t: now(), type: 'error', error: describeError(e) }));
+  session.on('agent_tool_start', (_ctx, _agent, t, d) =>
+    rt.sdk.push({ t: now(), type: 'agent_tool_start', tool: t.name, callId: d?.toolCall?.callId, arguments: d?.toolCall?.arguments }),
+  );
+  session.on('agent_tool_end', (_ctx, _agent, t, result, d) =>
+    rt.sdk.push({ t: now(), type: 'agent_tool_end', tool: t.name, callId: d?.toolCall?.callId, result }),
+  );
+  session.on('history_updated', (history) =>
+    rt.sdk.push({ t: now(), type: 'history_updated', items: history.map((i) => ({ type: i.type, role: i.role, name: i.name, status: i.status, output: i.output })) }),
+  );
 
   const t0 = now();
   try {
@@ -139,6 +189,28 @@ window.sampleInbound = async (forMs, everyMs = 10) => {
     await new Promise((r) => setTimeout(r, everyMs));
   }
   return out;
+};
+
+/**
+ * Record the inbound audio packet count into rt.inbound ({t, packets}) every `everyMs` whenever it
+ * changes, until window.stopInbound(): the page-clock time the first packet of a reply arrived.
+ */
+window.watchInbound = (everyMs = 5) => {
+  let stop = false;
+  window.stopInbound = () => (stop = true);
+  (async () => {
+    let last = -1;
+    while (!stop) {
+      const report = await rt.pc.getStats();
+      report.forEach((s) => {
+        if (s.type === 'inbound-rtp' && s.kind === 'audio' && (s.packetsReceived ?? 0) !== last) {
+          last = s.packetsReceived ?? 0;
+          rt.inbound.push({ t: now(), packets: last });
+        }
+      });
+      await new Promise((r) => setTimeout(r, everyMs));
+    }
+  })();
 };
 
 /**

@@ -13,6 +13,7 @@ import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { REPO_ROOT, launchBrowser, openPage, serverDiagnostics, startServer } from './harness.mjs';
+import { assertServerEventShapes } from './openai-types.mjs';
 import {
   TURN_CYCLE,
   adminCalls,
@@ -218,6 +219,7 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebRTC) in headl
       assert.ok(audio2.totalAudioEnergy > audio1.totalAudioEnergy, `totalAudioEnergy ${audio1.totalAudioEnergy} → ${audio2.totalAudioEnergy}`);
       assert.deepEqual(events.filter((e) => e.generic).map((e) => `${e.type}: ${e.schemaIssues}`), [], 'server events the SDK schema rejects');
       assert.deepEqual(sdk.filter((e) => e.type === 'error'), [], 'RealtimeSession error events');
+      assertServerEventShapes(assert, events, 'agents-realtime turn + sendMessage');
       console.log(
         `agents-realtime: sendMessage → "${reply2.transcript}", +${audio2.packetsReceived - audio1.packetsReceived} packets, ` +
           `energy +${(audio2.totalAudioEnergy - audio1.totalAudioEnergy).toFixed(4)}`,
@@ -289,6 +291,7 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebRTC) in headl
       assert.deepEqual(events.filter((e) => e.generic).map((e) => `${e.type}: ${e.schemaIssues}`), [], 'server events the SDK schema rejects');
       const sdk = await page.evaluate(() => window.rt.sdk);
       assert.deepEqual(sdk.filter((e) => e.type === 'error'), [], 'RealtimeSession error events');
+      assertServerEventShapes(assert, (await pageEvents(page)).events, 'agents-realtime interrupt');
     } catch (err) {
       await failureDump(ctx, err);
       throw err;
@@ -320,6 +323,7 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebRTC) in headl
       const cleared = events.find((e) => e.type === 'output_audio_buffer.cleared' && e.response_id === respId);
       assert.ok(cleared, 'output_audio_buffer.cleared for the cancelled response');
       assert.deepEqual(events.filter((e) => e.generic).map((e) => `${e.type}: ${e.schemaIssues}`), [], 'server events the SDK schema rejects');
+      assertServerEventShapes(assert, events, 'agents-realtime barge-in');
 
       // The server's measurements: speech onset → last outgoing audio packet, and the turn latency.
       await sleep(300);
