@@ -23,6 +23,18 @@ struct Cli {
     command: Option<Command>,
     #[command(flatten)]
     all: AllInOneArgs,
+    /// A conversation script (JSON, see fixtures/scripts/) that calls can choose with
+    /// `?model=script:NAME` or `session.model`, NAME being the file's stem; repeat for more.
+    /// Checked at startup. Give it to every role that sees calls (signaling checks names, the
+    /// transceiver plays them); the scripts in fixtures/scripts/ are built in.
+    #[arg(
+        long = "script",
+        value_name = "FILE",
+        env = "VOICE_EDGE_SCRIPTS",
+        value_delimiter = ',',
+        global = true
+    )]
+    scripts: Vec<std::path::PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -295,6 +307,11 @@ fn main() -> anyhow::Result<()> {
         });
     }
     logger.init();
+    for file in &cli.scripts {
+        let name = voice_edge::model::script::library::load_file(file)
+            .map_err(|e| anyhow::anyhow!("--script {e}"))?;
+        log::info!("script {name:?} loaded from {}", file.display());
+    }
     match cli.command {
         None => run_all_in_one(cli.all),
         Some(Command::Relay(a)) => run_relay(a),
