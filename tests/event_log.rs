@@ -33,22 +33,6 @@ fn events_path(id: &str) -> String {
     format!("/v1/realtime/calls/{id}/events")
 }
 
-/// Waits until the client has received `n` events of type `kind`.
-async fn wait_for(c: &Client, kind: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        let types = c.event_types().await;
-        if types.iter().filter(|t| *t == kind).count() >= n {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {kind} (got {types:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// Where in `log` the first line matching `f` is.
 fn position(log: &[Value], what: &str, f: impl Fn(&Value) -> bool) -> usize {
     log.iter()
@@ -74,7 +58,7 @@ async fn the_log_holds_both_directions_in_order_and_outlives_the_call() {
     let h = server.http_addr;
     let mut c = Client::call(h, "/v1/realtime/calls?model=echo").await;
     c.wait_connected(Duration::from_secs(10)).await;
-    wait_for(&c, "session.created", 1).await;
+    c.wait_for("session.created", 1).await;
     let id = c.call_id();
 
     let sent = [
@@ -87,14 +71,14 @@ async fn the_log_holds_both_directions_in_order_and_outlives_the_call() {
         json!({"type": "response.create", "event_id": "ev_response"}),
     ];
     c.dc.send_text(&sent[0].to_string()).await.unwrap();
-    wait_for(&c, "session.updated", 1).await;
+    c.wait_for("session.updated", 1).await;
     for e in &sent[1..] {
         c.dc.send_text(&e.to_string()).await.unwrap();
     }
-    wait_for(&c, "response.done", 1).await;
+    c.wait_for("response.done", 1).await;
     c.dc.send_text("this is { not json").await.unwrap();
     // The engine answers a frame it cannot parse with an error event.
-    wait_for(&c, "error", 1).await;
+    c.wait_for("error", 1).await;
 
     // Readable while the call is live.
     let live = parse(&get(h, &events_path(&id)).await);
@@ -224,7 +208,7 @@ async fn only_who_may_hang_up_may_read_the_log() {
     let (mine, theirs) = (mint().await, mint().await);
     let mut c = Client::call_multipart(h, "/v1/realtime/calls?model=loopback", &mine).await;
     c.wait_connected(Duration::from_secs(10)).await;
-    wait_for(&c, "session.created", 1).await;
+    c.wait_for("session.created", 1).await;
     let path = events_path(&c.call_id());
     let with = |key: &str| {
         let auth = format!("Bearer {key}");

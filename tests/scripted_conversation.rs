@@ -15,22 +15,6 @@ use common::{Client, http_get, start_local};
 use serde_json::{Value, json};
 use voice_edge::allinone::AllInOneConfig;
 
-/// Waits until the client has received `n` events of type `kind`.
-async fn wait_for(c: &Client, kind: &str, n: usize) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let types = c.event_types().await;
-        if types.iter().filter(|t| *t == kind).count() >= n {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "no {kind} #{n} (got {types:?})"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 async fn send(c: &Client, event: Value) {
     c.dc.send_text(&event.to_string()).await.unwrap();
 }
@@ -90,7 +74,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
     let h = running.http_addr;
     let mut c = Client::call(h, "/v1/realtime/calls?model=script:weather").await;
     c.wait_connected(Duration::from_secs(10)).await;
-    wait_for(&c, "session.created", 1).await;
+    c.wait_for("session.created", 1).await;
     let id = c.call_id();
 
     send(
@@ -104,7 +88,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
                             "turn_detection": null}}}}),
     )
     .await;
-    wait_for(&c, "session.updated", 1).await;
+    c.wait_for("session.updated", 1).await;
 
     // Turn 0: one second of audio as data, committed; the script says what was heard.
     let pcm = vec![0u8; 48_000]; // 1 s of PCM16 at 24 kHz
@@ -119,15 +103,11 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
         json!({"type": "input_audio_buffer.commit", "event_id": "commit"}),
     )
     .await;
-    wait_for(
-        &c,
-        "conversation.item.input_audio_transcription.completed",
-        1,
-    )
-    .await;
+    c.wait_for("conversation.item.input_audio_transcription.completed", 1)
+        .await;
     send(&c, json!({"type": "response.create", "event_id": "r0"})).await;
-    wait_for(&c, "response.function_call_arguments.done", 1).await;
-    wait_for(&c, "response.done", 1).await;
+    c.wait_for("response.function_call_arguments.done", 1).await;
+    c.wait_for("response.done", 1).await;
     let call_id = {
         let events = c.events.lock().await;
         let done = events
@@ -147,7 +127,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
     )
     .await;
     send(&c, json!({"type": "response.create", "event_id": "r1"})).await;
-    wait_for(&c, "response.done", 2).await;
+    c.wait_for("response.done", 2).await;
 
     // Turns 2-4 by text: a failure, a cut-short answer, the fallback.
     for (n, text) in ["Say that again", "The long forecast, please", "Thanks"]
@@ -166,7 +146,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
             json!({"type": "response.create", "event_id": format!("r{}", n + 2)}),
         )
         .await;
-        wait_for(&c, "response.done", n + 3).await;
+        c.wait_for("response.done", n + 3).await;
     }
     // Audio came back: the spoken responses are real RTP.
     let mut audio_packets = 0;

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::Client;
-use serde_json::{Value, json};
+use serde_json::json;
 use voice_edge::allinone::AllInOneConfig;
 use voice_edge::audio::tts::{self, Pool};
 
@@ -66,37 +66,12 @@ fn peak_rss_mb() -> u64 {
         / 1024
 }
 
-async fn parsed(c: &Client) -> Vec<Value> {
-    c.events
-        .lock()
-        .await
-        .iter()
-        .filter_map(|e| serde_json::from_str(e).ok())
-        .collect()
-}
-
-/// Waits (up to a minute, however long the machine takes) until `n` events of `kind` arrived.
-async fn wait_for(c: &Client, kind: &str, n: usize) -> Vec<Value> {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
-    loop {
-        let events = parsed(c).await;
-        if events.iter().filter(|e| e["type"] == kind).count() >= n {
-            return events;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "fewer than {n} {kind} events arrived"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_flood_of_cancelled_tts_responses_leaves_no_threads_or_children_behind() {
     let server = common::start_local(AllInOneConfig::default()).await;
     let mut c = Client::call(server.http_addr, "/v1/realtime/calls?model=tts").await;
     c.wait_connected(Duration::from_secs(10)).await;
-    wait_for(&c, "session.created", 1).await;
+    c.wait_for("session.created", 1).await;
 
     // Sample threads and children while the flood runs.
     let stop = Arc::new(AtomicBool::new(false));
@@ -131,15 +106,15 @@ async fn a_flood_of_cancelled_tts_responses_leaves_no_threads_or_children_behind
             .unwrap();
     }
     // Every create is answered and ends (cancelled, or failed if synthesis was refused).
-    wait_for(&c, "response.done", PAIRS).await;
+    c.wait_for("response.done", PAIRS).await;
     // Then cancels that come once the response exists, when its speech is being made.
     for j in 0..LATE {
         c.dc.send_text(&create(format!("late_{j}"))).await.unwrap();
-        wait_for(&c, "response.created", PAIRS + j + 1).await;
+        c.wait_for("response.created", PAIRS + j + 1).await;
         c.dc.send_text(&cancel(format!("late_cancel_{j}")))
             .await
             .unwrap();
-        wait_for(&c, "response.done", PAIRS + j + 1).await;
+        c.wait_for("response.done", PAIRS + j + 1).await;
     }
     // Every job has reported: none is running or waiting.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -162,7 +137,7 @@ async fn a_flood_of_cancelled_tts_responses_leaves_no_threads_or_children_behind
          {peak_children}; peak RSS {} MB; {stats:?}",
         peak_rss_mb()
     );
-    let events = parsed(&c).await;
+    let events = c.received().await;
     let created = events
         .iter()
         .filter(|e| e["type"] == "response.created")
@@ -204,7 +179,7 @@ async fn a_flood_of_cancelled_tts_responses_leaves_no_threads_or_children_behind
     let after = json!({"type": "response.create", "event_id": "after",
         "response": {"instructions": "Still here."}});
     c.dc.send_text(&after.to_string()).await.unwrap();
-    let events = wait_for(&c, "response.done", PAIRS + LATE + 1).await;
+    let events = c.wait_for("response.done", PAIRS + LATE + 1).await;
     let last = events
         .iter()
         .filter(|e| e["type"] == "response.done")

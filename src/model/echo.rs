@@ -13,14 +13,7 @@ impl super::Model for Echo {
     }
 
     fn respond(&mut self, ctx: &ResponseContext<'_>) -> Plan {
-        let calls = tools::calls_for(ctx);
-        if !calls.is_empty() {
-            return Plan {
-                tool_calls: calls,
-                ..Plan::default()
-            };
-        }
-        Plan::say(match &ctx.prompt {
+        tools::calls_or_say(ctx, || match &ctx.prompt {
             Prompt::Audio {
                 item_id,
                 start_ms,

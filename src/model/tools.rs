@@ -13,7 +13,20 @@
 use serde_json::Value;
 
 use super::tool_args::arguments_for;
-use super::{Prompt, ResponseContext, ToolCall};
+use super::{Plan, Prompt, Reply, ResponseContext, ToolCall};
+
+/// A stub's plan: the tool calls due for this response if any, else `reply`.
+pub fn calls_or_say(ctx: &ResponseContext<'_>, reply: impl FnOnce() -> Reply) -> Plan {
+    let tool_calls = calls_for(ctx);
+    if tool_calls.is_empty() {
+        Plan::say(reply())
+    } else {
+        Plan {
+            tool_calls,
+            ..Plan::default()
+        }
+    }
+}
 
 /// The calls a stub makes for this response; empty when it should speak instead.
 pub fn calls_for(ctx: &ResponseContext<'_>) -> Vec<ToolCall> {

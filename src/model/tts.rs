@@ -12,14 +12,7 @@ impl super::Model for Tts {
     }
 
     fn respond(&mut self, ctx: &ResponseContext<'_>) -> Plan {
-        let calls = tools::calls_for(ctx);
-        if !calls.is_empty() {
-            return Plan {
-                tool_calls: calls,
-                ..Plan::default()
-            };
-        }
-        Plan::say(match &ctx.prompt {
+        tools::calls_or_say(ctx, || match &ctx.prompt {
             Prompt::Audio {
                 start_ms, end_ms, ..
             } => Reply::text(format!(

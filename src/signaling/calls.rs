@@ -359,15 +359,17 @@ pub(super) async fn events(
         .await
         .map_err(call_error)?
         .ok_or_else(|| call_not_found(&id))?;
-    Ok((
+    Ok(ok_as("application/jsonl", jsonl))
+}
+
+/// A `200` with this body and `Content-Type`.
+fn ok_as(content_type: &'static str, body: String) -> Response {
+    (
         StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/jsonl"),
-        )],
-        jsonl,
+        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
+        body,
     )
-        .into_response())
+        .into_response()
 }
 
 /// `PATCH /v1/realtime/calls/{id}` with a new SDP offer for a live call, typically an ICE
@@ -388,15 +390,7 @@ pub(super) async fn renegotiate(
         .await
         .map_err(call_error)?
         .ok_or_else(|| call_not_found(&id))?;
-    Ok((
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/sdp"),
-        )],
-        answer,
-    )
-        .into_response())
+    Ok(ok_as("application/sdp", answer))
 }
 
 /// The transceiver holding call `id`, if `key` may act on it. Authorized before the call is

@@ -303,6 +303,35 @@ impl Client {
         got
     }
 
+    /// Every server event received so far, parsed.
+    pub async fn received(&self) -> Vec<serde_json::Value> {
+        self.events
+            .lock()
+            .await
+            .iter()
+            .filter_map(|e| serde_json::from_str(e).ok())
+            .collect()
+    }
+
+    /// Waits until `n` events of type `kind` have arrived and returns everything received. The
+    /// bound is generous (a minute, however slow the machine): it only decides how long a broken
+    /// run takes to fail.
+    pub async fn wait_for(&self, kind: &str, n: usize) -> Vec<serde_json::Value> {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let events = self.received().await;
+            if events.iter().filter(|e| e["type"] == kind).count() >= n {
+                return events;
+            }
+            let types: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "fewer than {n} {kind} events arrived: {types:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
     pub async fn event_types(&self) -> Vec<String> {
         self.events
             .lock()
