@@ -1,0 +1,130 @@
+// Event inspector: every data-channel event both ways (← received, → sent) and local notes (·), with
+// the time since Start. Click a row for its pretty-printed JSON; the filter box keeps the rows whose
+// type contains the text; Export downloads everything recorded as JSON Lines; "server log" opens
+// GET /v1/realtime/calls/{id}/events, the call's events as the server saw them.
+//
+// window.voiceEdge.log holds the records ({t, dir: 'in'|'out'|'note', type, event?, detail?}), at most
+// MAX_RECORDS; the list on the page keeps the last MAX_ROWS.
+import { $, el, on } from '../lib.js';
+
+const MAX_ROWS = 2000;
+const MAX_RECORDS = 20000;
+const ARROW = { in: '←', out: '→', note: '·' };
+
+export function init({ ve }) {
+  const list = $('#events');
+  const filter = $('#inspector-filter');
+  const count = $('#inspector-count');
+  const exportBtn = $('#inspector-export');
+  const clearBtn = $('#inspector-clear');
+  const serverLog = $('#server-log');
+  let records = (ve.log = []);
+  let dropped = 0;
+
+  function matches(type) {
+    const q = filter.value.trim().toLowerCase();
+    return !q || type.toLowerCase().includes(q);
+  }
+
+  function renderCount() {
+    const rows = list.children.length;
+    let shown = 0;
+    for (const li of list.children) if (!li.hidden) shown++;
+    count.textContent =
+      `${shown} shown of ${rows} rows` + (records.length > rows ? ` (${records.length} recorded)` : '') + (dropped ? `, ${dropped} oldest dropped` : '');
+  }
+
+  /** One-line gist after the type: the text of a delta, an error's message, a response's status. */
+  function summary(r) {
+    const e = r.event;
+    if (!e) return '';
+    if (typeof e.delta === 'string') return JSON.stringify(e.delta);
+    if (e.type === 'error' && e.error) return e.error.message || '';
+    if (e.response && e.response.status && e.type === 'response.done') return e.response.status;
+    if (typeof e.transcript === 'string') return JSON.stringify(e.transcript);
+    if (e.type === 'response.function_call_arguments.done') return `${e.name || ''}(${e.arguments || ''})`;
+    if (e.item && e.item.type) return `${e.item.type}${e.item.role ? ' ' + e.item.role : ''}${e.item.id ? ' ' + e.item.id : ''}`;
+    return '';
+  }
+
+  function add(r) {
+    records.push(r);
+    if (records.length > MAX_RECORDS) {
+      records.splice(0, records.length - MAX_RECORDS);
+      dropped++;
+    }
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
+    const li = el(
+      'li',
+      { class: r.dir, dataset: { type: r.type, dir: r.dir } },
+      el('span', { class: 't' }, `${Math.round(r.t || 0)} ms`),
+      el('span', { class: 'dir' }, ARROW[r.dir]),
+      el('span', { class: 'type' }, r.type),
+      el('span', { class: 'gist' }, summary(r)),
+    );
+    li.hidden = !matches(r.type);
+    li.addEventListener('click', () => toggle(li, r));
+    list.appendChild(li);
+    while (list.children.length > MAX_ROWS) list.firstChild.remove();
+    if (atBottom) list.scrollTop = list.scrollHeight;
+    renderCount();
+  }
+
+  function toggle(li, r) {
+    const open = li.querySelector('pre');
+    if (open) {
+      open.remove();
+      li.classList.remove('open');
+      return;
+    }
+    const body = r.event !== undefined ? JSON.stringify(r.event, null, 2) : r.detail || '(no detail)';
+    li.appendChild(el('pre', {}, body));
+    li.classList.add('open');
+  }
+
+  on('call:start', () => {
+    records = ve.log = [];
+    dropped = 0;
+    list.textContent = '';
+    serverLog.removeAttribute('href');
+    serverLog.classList.add('disabled');
+    renderCount();
+  });
+  on('call:path', ({ callUrl }) => {
+    if (!callUrl) return;
+    serverLog.href = `${callUrl}/events`;
+    serverLog.classList.remove('disabled');
+  });
+  on('event:in', ({ t, ev }) => add({ t, dir: 'in', type: String(ev.type || '(no type)'), event: ev }));
+  on('event:out', ({ t, ev }) => add({ t, dir: 'out', type: String(ev.type || '(no type)'), event: ev }));
+  on('note', ({ t, text, detail }) => add({ t, dir: 'note', type: text, detail: detail || undefined }));
+
+  filter.addEventListener('input', () => {
+    for (const li of list.children) li.hidden = !matches(li.dataset.type);
+    renderCount();
+  });
+
+  clearBtn.addEventListener('click', () => {
+    list.textContent = '';
+    renderCount();
+  });
+
+  exportBtn.addEventListener('click', () => {
+    const lines = records.map((r) => {
+      const o = { t_ms: r.t, dir: r.dir, type: r.type };
+      if (r.event !== undefined) o.event = r.event;
+      if (r.detail) o.detail = r.detail;
+      return JSON.stringify(o);
+    });
+    const blob = new Blob(lines.length ? [lines.join('\n') + '\n'] : [], { type: 'application/x-ndjson' });
+    const url = URL.createObjectURL(blob);
+    const id = ve.path && ve.path.callId ? ve.path.callId : 'no-call';
+    const a = el('a', { href: url, download: `voice-edge-${id}-events.jsonl` });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  });
+
+  renderCount();
+}
