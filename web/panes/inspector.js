@@ -1,6 +1,7 @@
 // Event inspector: every data-channel event both ways (← received, → sent) and local notes (·), with
 // the time since Start. Click a row for its pretty-printed JSON; the filter box keeps the rows whose
-// type contains the text; Export downloads everything recorded as JSON Lines; "server log" opens
+// type contains the text; Export downloads everything recorded as JSON Lines (the server log's shape:
+// {seq, t_ms, dir: server|client|note, event}); "server log" opens
 // GET /v1/realtime/calls/{id}/events, the call's events as the server saw them.
 //
 // window.voiceEdge.log holds the records ({t, dir: 'in'|'out'|'note', type, event?, detail?}), at most
@@ -110,11 +111,12 @@ export function init({ ve }) {
   });
 
   exportBtn.addEventListener('click', () => {
-    const lines = records.map((r) => {
-      const o = { t_ms: r.t, dir: r.dir, type: r.type };
-      if (r.event !== undefined) o.event = r.event;
-      if (r.detail) o.detail = r.detail;
-      return JSON.stringify(o);
+    // The shape of the server's log (GET .../events): {seq, t_ms, dir: server|client|note, event},
+    // so the two can be read side by side; t_ms counts from Start here, from the call's creation there.
+    const lines = records.map((r, seq) => {
+      const dir = r.dir === 'in' ? 'server' : r.dir === 'out' ? 'client' : 'note';
+      const event = r.dir === 'note' ? { type: 'page.note', text: r.type, ...(r.detail ? { detail: r.detail } : {}) } : r.event;
+      return JSON.stringify({ seq, t_ms: r.t, dir, event });
     });
     const blob = new Blob(lines.length ? [lines.join('\n') + '\n'] : [], { type: 'application/x-ndjson' });
     const url = URL.createObjectURL(blob);

@@ -6,8 +6,10 @@
 //   out / in     audio RTP bitrate over the last second (bytesSent / bytesReceived deltas)
 // Turn latency: from input_audio_buffer.speech_stopped to output_audio_buffer.started (or the first
 // response.output_audio_transcript.delta when no started arrives), per turn; last and median. Both
-// are server events, so this is the edge's + model's reaction time as the page sees it.
-// window.voiceEdge.net = the last sample; window.voiceEdge.turns = [{t, latencyMs, via}].
+// are server events, so this is the edge's + model's reaction time as the page sees it. A turn with
+// no speech_stopped (a typed message, or push-to-talk's commit) counts from the response.create
+// the page sent instead.
+// window.voiceEdge.net = the last sample; window.voiceEdge.turns = [{t, latencyMs, from, via}].
 import { $, el, median, ms, on } from '../lib.js';
 
 export function init({ ve, note }) {
@@ -25,7 +27,8 @@ export function init({ ve, note }) {
   };
   let timer = null;
   let prev = null; // {at, bytesSent, bytesReceived}
-  let stopped = null; // t of the speech_stopped awaiting its reply
+  let stopped = null; // t of the speech_stopped (or response.create) awaiting its reply
+  let from = null; // which of the two
   let lastError = null;
 
   function show(k, text) {
@@ -128,16 +131,16 @@ export function init({ ve, note }) {
         turn.latencyMs = Math.round((t - stoppedAt) * 10) / 10;
         turn.via = via;
         li.textContent = `${Math.round(turn.latencyMs)}`;
-        li.title = `speech_stopped → ${via}`;
+        li.title = `${turn.from} → ${via}`;
         renderLatency();
       }
       return;
     }
     const stoppedAt = stopped;
     stopped = null;
-    const turn = { t, latencyMs: Math.round((t - stoppedAt) * 10) / 10, via };
+    const turn = { t, latencyMs: Math.round((t - stoppedAt) * 10) / 10, from, via };
     ve.turns.push(turn);
-    const li = el('li', { title: `speech_stopped → ${via}` }, `${Math.round(turn.latencyMs)}`);
+    const li = el('li', { title: `${from} → ${via}` }, `${Math.round(turn.latencyMs)}`);
     out.turns.appendChild(li);
     while (out.turns.children.length > 20) out.turns.firstChild.remove();
     provisional = via === 'output_audio_buffer.started' ? null : { turn, stoppedAt, li };
@@ -160,13 +163,23 @@ export function init({ ve, note }) {
     if (timer) clearInterval(timer);
     timer = null;
   });
+  on('event:out', ({ t, ev }) => {
+    if (ev.type === 'response.create' && stopped == null) {
+      stopped = t;
+      from = 'response.create';
+      provisional = null;
+    }
+  });
   on('event:in', ({ t, ev }) => {
     if (ev.type === 'input_audio_buffer.speech_stopped') {
       stopped = t;
+      from = 'speech_stopped';
       provisional = null;
     }
     else if (ev.type === 'output_audio_buffer.started') turnDone(t, 'output_audio_buffer.started');
     else if (ev.type === 'response.output_audio_transcript.delta') turnDone(t, 'first transcript delta');
+    // A response.create answered without audio (text only, a tool call, refused) is no turn to time.
+    else if (ev.type === 'response.done' && from === 'response.create') stopped = null;
   });
 
   reset();
