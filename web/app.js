@@ -44,6 +44,7 @@ import * as tools from './panes/tools.js';
     model: null, // the model this call asked for
     send, // send(event): a client event on the data channel (throws when it is not open)
     iceRestart, // iceRestart(): pc.restartIce() + PATCH the call with the new offer
+    injectServerEvent, // injectServerEvent(ev): feed the panes a server event the server never sent
   });
 
   let call = null; // per-call private bits: {t0, mic, statsTimer, hangupUrl, callUrl, ended}
@@ -409,6 +410,17 @@ import * as tools from './panes/tools.js';
     setState('ended');
     note('hung up');
     emit('call:end', { t: now(), state: 'ended' });
+  }
+
+  /**
+   * For tests and the console: hand the panes `ev` as if the server had sent it, to try a pane
+   * against events this server build does not produce yet. A note marks it in the inspector;
+   * window.voiceEdge.events (what the server really sent) does not list it.
+   */
+  function injectServerEvent(ev) {
+    if (!ev || typeof ev.type !== 'string') throw new Error('injectServerEvent: an object with a string type');
+    note(`injected: ${ev.type} (not from the server)`);
+    emit('event:in', { t: now(), ev });
   }
 
   /** Send a client event on the data channel; throws (with a message to show) when it is not open. */

@@ -255,6 +255,47 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
     });
   });
 
+  // The page half of the tool flow, whatever the server build: the model's function call is injected
+  // (window.voiceEdge.injectServerEvent), the Reply goes to the real server, whose echo of the
+  // function_call_output item the conversation pane shows under the call.
+  test('tools, page side: an injected function call → Reply / auto-reply send function_call_output + response.create', { timeout: 30_000 }, async () => {
+    await withPage(quiet, async ({ page }) => {
+      await connect(page, 'tts');
+      const fnCall = (callId, itemId) => [
+        { type: 'response.output_item.added', response_id: 'resp_injected', output_index: 0, item: { id: itemId, type: 'function_call', status: 'in_progress', call_id: callId, name: 'get_weather', arguments: '' } },
+        { type: 'response.function_call_arguments.delta', response_id: 'resp_injected', item_id: itemId, output_index: 0, call_id: callId, delta: '{"city":"Paris",' },
+        { type: 'response.function_call_arguments.done', response_id: 'resp_injected', item_id: itemId, output_index: 0, call_id: callId, name: 'get_weather', arguments: '{"city":"Paris","unit":"celsius"}' },
+      ];
+      await page.evaluate((evs) => evs.forEach((e) => window.voiceEdge.injectServerEvent(e)), fnCall('call_inj_1', 'item_inj_1'));
+      await page.waitForSelector('#tool-calls [data-call-id="call_inj_1"]', { timeout: 2_000 });
+      const conv0 = await page.evaluate(() => window.voiceEdge.conversation.find((e) => e.callId === 'call_inj_1'));
+      assert.equal(conv0?.text, 'get_weather({"city":"Paris","unit":"celsius"})', 'call shown in the conversation');
+
+      // Reply with an edited output.
+      await page.fill('#tool-calls [data-call-id="call_inj_1"] textarea', '{"temperature_c": 18}');
+      await page.click('#tool-calls [data-call-id="call_inj_1"] .tool-reply');
+      const sent = await page.evaluate(() => window.voiceEdge.log.filter((r) => r.dir === 'out').map((r) => r.event).slice(-2));
+      assert.deepEqual(sent, [
+        { type: 'conversation.item.create', item: { type: 'function_call_output', call_id: 'call_inj_1', output: '{"temperature_c": 18}' } },
+        { type: 'response.create' },
+      ]);
+      assert.equal(await page.isDisabled('#tool-calls [data-call-id="call_inj_1"] .tool-reply'), true, 'Reply once');
+      // The server's conversation.item.added for the output lands under the call.
+      await page.waitForFunction(() => window.voiceEdge.conversation.find((e) => e.callId === 'call_inj_1')?.output, null, { timeout: 5_000 });
+      assert.equal(await page.textContent('#conversation [data-item-id="item_inj_1"] .output'), '→ {"temperature_c": 18}');
+
+      // Auto-reply: the next call is answered with the prefilled output at once.
+      await page.check('#tool-autoreply');
+      await page.evaluate((evs) => evs.forEach((e) => window.voiceEdge.injectServerEvent(e)), fnCall('call_inj_2', 'item_inj_2'));
+      const second = await page.evaluate(() => window.voiceEdge.toolCalls.find((c) => c.callId === 'call_inj_2'));
+      assert.equal(second.replied, true, `auto-replied: ${JSON.stringify(second)}`);
+      assert.equal(second.output, '{"temperature_c": 21, "conditions": "sunny"}');
+      // Injected events are marked, and not counted as the server's.
+      const events = await page.evaluate(() => window.voiceEdge.events);
+      assert.ok(!events.includes('response.function_call_arguments.done'), 'voiceEdge.events lists only what the server sent');
+    });
+  });
+
   test('faults: a network loss fault → packetsLost rises in the stats pane; clear', { timeout: 60_000 }, async (t) => {
     await withPage(browser, async ({ page }) => {
       await connect(page, 'loopback');
@@ -284,6 +325,31 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
       const cleared = await page.evaluate(() => window.voiceEdge.faultLog[2]);
       assert.ok(cleared.ok, `DELETE faults: ${cleared.error}`);
       console.log(`demo panes: loss fault → packetsLost ${lost0} → ${lost1}`);
+    });
+  });
+
+  test('faults pane: every answer shown, errors included (no call, bad input, the server status)', { timeout: 30_000 }, async () => {
+    await withPage(quiet, async ({ page }) => {
+      const lastRow = () => page.$eval('#fault-log li:last-child', (li) => ({ cls: li.className, text: li.textContent }));
+      await page.click('#fault-form button[type="submit"]');
+      assert.deepEqual(await lastRow().then((r) => [r.cls, /no call yet/.test(r.text)]), ['error', true], 'before Start');
+
+      await connect(page, 'echo');
+      await page.fill('#fault-form [name="loss"]', '2');
+      await page.click('#fault-form button[type="submit"]');
+      assert.match((await lastRow()).text, /loss must be a number from 0 to 1/);
+
+      // (Start cleared the log: the bad input is entry 0.)
+      await page.click('#fault-state');
+      await page.waitForFunction(() => window.voiceEdge.faultLog.length >= 2, null, { timeout: 5_000 });
+      const r = await page.evaluate(() => window.voiceEdge.faultLog[1]);
+      const row = await lastRow();
+      assert.ok(r.status > 0, `GET faults answered: ${JSON.stringify(r)}`);
+      assert.equal(row.cls, r.ok ? 'ok' : 'error');
+      assert.ok(row.text.includes(String(r.status)), `status shown: ${row.text}`);
+      if (!r.ok) assert.ok(row.text.includes(JSON.parse(r.body).error.message), `server's message shown: ${row.text}`);
+      const notes = await page.evaluate(() => window.voiceEdge.log.filter((x) => x.dir === 'note').map((x) => x.type));
+      assert.ok(notes.includes(`fault: GET faults → ${r.status}`), `noted in the inspector: ${notes.join(', ')}`);
     });
   });
 
