@@ -332,7 +332,7 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
     await withPage(quiet, async ({ page }) => {
       const lastRow = () => page.$eval('#fault-log li:last-child', (li) => ({ cls: li.className, text: li.textContent }));
       await page.click('#fault-form button[type="submit"]');
-      assert.deepEqual(await lastRow().then((r) => [r.cls, /no call yet/.test(r.text)]), ['error', true], 'before Start');
+      assert.deepEqual(await lastRow().then((r) => [r.cls, /no call yet/.test(r.text)]), ['bad', true], 'before Start');
 
       await connect(page, 'echo');
       await page.fill('#fault-form [name="loss"]', '2');
@@ -345,7 +345,7 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
       const r = await page.evaluate(() => window.voiceEdge.faultLog[1]);
       const row = await lastRow();
       assert.ok(r.status > 0, `GET faults answered: ${JSON.stringify(r)}`);
-      assert.equal(row.cls, r.ok ? 'ok' : 'error');
+      assert.equal(row.cls, r.ok ? 'ok' : 'bad');
       assert.ok(row.text.includes(String(r.status)), `status shown: ${row.text}`);
       if (!r.ok) assert.ok(row.text.includes(JSON.parse(r.body).error.message), `server's message shown: ${row.text}`);
       const notes = await page.evaluate(() => window.voiceEdge.log.filter((x) => x.dir === 'note').map((x) => x.type));

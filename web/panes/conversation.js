@@ -185,7 +185,7 @@ export function init({ ve }) {
       }
       case 'error': {
         const err = ev.error || {};
-        status(`err:${ev.event_id || Math.random()}`, 'error', `error: ${err.message || JSON.stringify(err)}${err.code ? ` (${err.code})` : ''}`);
+        status(`err:${ev.event_id || Math.random()}`, 'server-error', `error: ${err.message || JSON.stringify(err)}${err.code ? ` (${err.code})` : ''}`);
         break;
       }
     }

@@ -55,7 +55,7 @@ export function init({ ve, note, iceRestart, callUrl, now }) {
     const entry = { t: now(), what, status: r.status, ok: r.ok, body: r.text, error: r.error || null };
     ve.faultLog.push(entry);
     const text = r.error ? r.error : `${what} → ${r.status} ${r.text ? r.text.trim() : ''}`;
-    log.appendChild(el('li', { class: r.ok ? 'ok' : 'error' }, el('span', { class: 't' }, `${Math.round(entry.t)} ms`), text));
+    log.appendChild(el('li', { class: r.ok ? 'ok' : 'bad' }, el('span', { class: 't' }, `${Math.round(entry.t)} ms`), text));
     log.scrollTop = log.scrollHeight;
     note(`fault: ${what} → ${r.status || 'failed'}`, r.error || r.text || undefined);
     return entry;

@@ -64,7 +64,10 @@ export function init({ ve }) {
       el('span', { class: 'gist' }, summary(r)),
     );
     li.hidden = !matches(r.type);
-    li.addEventListener('click', () => toggle(li, r));
+    li.addEventListener('click', (e) => {
+      if (e.target.closest('pre')) return; // selecting text in the JSON does not close it
+      toggle(li, r);
+    });
     list.appendChild(li);
     while (list.children.length > MAX_ROWS) list.firstChild.remove();
     if (atBottom) list.scrollTop = list.scrollHeight;
