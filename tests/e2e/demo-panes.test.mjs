@@ -235,6 +235,8 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
       const inConversation = await page.evaluate((id) => window.voiceEdge.conversation.find((e) => e.callId === id), call.callId);
       assert.ok(inConversation, 'tool call in the conversation');
 
+      // The call's response ends first (its response.done), so the answer's is the next one.
+      await page.waitForFunction(() => window.voiceEdge.events.includes('response.done'), null, { timeout: 10_000 });
       // Tool choice back to auto so the answer is not another call, then Reply.
       await page.selectOption('#tool-choice', 'auto');
       await page.click('#tools-apply');
