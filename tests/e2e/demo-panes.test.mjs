@@ -131,7 +131,8 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
         { timeout: 25_000 },
       );
 
-      // Inspector: rows both ways.
+      // Inspector: rows both ways (drawn in batches: wait for the last one).
+      await page.waitForSelector('#events li[data-type="response.done"]', { timeout: 2_000 });
       const types = await page.$$eval('#events li', (lis) => lis.map((li) => `${li.dataset.dir} ${li.dataset.type}`));
       for (const want of ['in session.created', 'out session.update', 'in session.updated', 'in response.done']) {
         assert.ok(types.includes(want), `inspector lacks "${want}": ${types.slice(0, 60).join(', ')}`);

@@ -75,6 +75,7 @@ describe('firefox-esr against the default media address', { timeout: FILE_TIMEOU
       // The testing panes work in Firefox too (demo-panes.test.mjs covers them in Chromium): the
       // inspector saw the events this test sent through voiceEdge.dc, the conversation has the echo's
       // transcript, the network pane a numeric RTT.
+      await waitForPage(page, () => document.querySelector('#events li[data-type="output_audio_buffer.stopped"]'), null, { timeoutMs: 2_000 });
       const panes = await page.evaluate(() => ({
         rows: [...document.querySelectorAll('#events li')].map((li) => `${li.dataset.dir} ${li.dataset.type}`),
         reply: (window.voiceEdge.conversation || []).find((e) => e.role === 'assistant' && e.final)?.text ?? null,

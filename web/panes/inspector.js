@@ -5,12 +5,13 @@
 // GET /v1/realtime/calls/{id}/events, the call's events as the server saw them.
 //
 // window.voiceEdge.log holds the records ({t, dir: 'in'|'out'|'note', type, event?, detail?}), at most
-// MAX_RECORDS; the list on the page keeps the last MAX_ROWS.
+// MAX_RECORDS, at once; the list on the page keeps the last MAX_ROWS, drawn every FLUSH_MS.
 import { $, el, on } from '../lib.js';
 
 const MAX_ROWS = 2000;
 const MAX_RECORDS = 20000;
 const ARROW = { in: '←', out: '→', note: '·' };
+const FLUSH_MS = 50;
 
 export function init({ ve }) {
   const list = $('#events');
@@ -48,13 +49,24 @@ export function init({ ve }) {
     return '';
   }
 
+  // Rows are drawn in batches, off the event's own turn: reading the list's scroll position forces a
+  // layout of the whole page, and doing that per event delayed the page's own setup marks (data
+  // channel open) by tens of ms on a loaded machine. A burst of events costs one layout now.
+  let pending = [];
+  let flushTimer = null;
+
   function add(r) {
     records.push(r);
     if (records.length > MAX_RECORDS) {
       records.splice(0, records.length - MAX_RECORDS);
       dropped++;
     }
-    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
+    pending.push(r);
+    if (pending.length > MAX_ROWS) pending.splice(0, pending.length - MAX_ROWS);
+    if (flushTimer == null) flushTimer = setTimeout(flush, FLUSH_MS);
+  }
+
+  function row(r) {
     const li = el(
       'li',
       { class: r.dir, dataset: { type: r.type, dir: r.dir } },
@@ -68,7 +80,18 @@ export function init({ ve }) {
       if (e.target.closest('pre')) return; // selecting text in the JSON does not close it
       toggle(li, r);
     });
-    list.appendChild(li);
+    return li;
+  }
+
+  function flush() {
+    flushTimer = null;
+    if (!pending.length) return;
+    const batch = pending;
+    pending = [];
+    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
+    const frag = document.createDocumentFragment();
+    for (const r of batch) frag.appendChild(row(r));
+    list.appendChild(frag);
     while (list.children.length > MAX_ROWS) list.firstChild.remove();
     if (atBottom) list.scrollTop = list.scrollHeight;
     renderCount();
@@ -89,6 +112,7 @@ export function init({ ve }) {
   on('call:start', () => {
     records = ve.log = [];
     dropped = 0;
+    pending = [];
     list.textContent = '';
     serverLog.removeAttribute('href');
     serverLog.classList.add('disabled');
@@ -109,6 +133,7 @@ export function init({ ve }) {
   });
 
   clearBtn.addEventListener('click', () => {
+    pending = [];
     list.textContent = '';
     renderCount();
   });
