@@ -183,7 +183,7 @@ impl TransceiverControl for RemoteTransceiver {
     async fn create_call(
         &self,
         offer_sdp: String,
-        model: String,
+        model: crate::model::ModelKind,
     ) -> Result<CreatedCall, CallError> {
         let _pending = Pending(&self.pending);
         let (status, created) = self

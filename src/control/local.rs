@@ -43,7 +43,7 @@ impl TransceiverControl for TransceiverHandle {
     async fn create_call(
         &self,
         offer_sdp: String,
-        model: String,
+        model: crate::model::ModelKind,
     ) -> Result<CreatedCall, CallError> {
         TransceiverHandle::create_call(self, offer_sdp, model).await
     }

@@ -37,8 +37,11 @@ pub trait TransceiverControl: Send + Sync {
     fn describe(&self) -> Value;
 
     /// Answers `offer_sdp` with a new call on this transceiver.
-    async fn create_call(&self, offer_sdp: String, model: String)
-    -> Result<CreatedCall, CallError>;
+    async fn create_call(
+        &self,
+        offer_sdp: String,
+        model: crate::model::ModelKind,
+    ) -> Result<CreatedCall, CallError>;
     /// Ends a call; `Ok(false)` when this transceiver does not know it.
     async fn hangup(&self, call_id: String) -> Result<bool, CallError>;
     /// A new offer on a live call (ICE restart); `Ok(None)` when the call is not here.

@@ -201,7 +201,11 @@ mod tests {
         fn describe(&self) -> Value {
             json!({"live_calls": 0, "workers": 1})
         }
-        async fn create_call(&self, offer: String, _: String) -> Result<CreatedCall, CallError> {
+        async fn create_call(
+            &self,
+            offer: String,
+            _: crate::model::ModelKind,
+        ) -> Result<CreatedCall, CallError> {
             match offer.as_str() {
                 "no audio" => Err(AnswerError::NoAudio.into()),
                 "stopped" => Err(CallError::Unavailable(3)),

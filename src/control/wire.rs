@@ -14,7 +14,7 @@ pub const PREFIX: &str = "/control/v1";
 #[derive(Debug, Serialize, Deserialize)]
 pub struct CreateCall {
     pub offer_sdp: String,
-    pub model: String,
+    pub model: crate::model::ModelKind,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -20,7 +20,8 @@
 
 use serde_json::Value;
 
-use crate::realtime::{Action, Conversation, Reply};
+use crate::model::Reply;
+use crate::realtime::{Action, Conversation};
 
 /// What a refused event must leave as it was.
 #[derive(PartialEq, Debug)]
@@ -109,7 +110,7 @@ impl Checker {
 }
 
 pub fn client_events(data: &[u8]) {
-    let mut conv = Conversation::new("sess_fuzz".to_owned(), "echo");
+    let mut conv = Conversation::new("sess_fuzz".to_owned(), &crate::model::ModelKind::Echo);
     let mut check = Checker::default();
     conv.on_channel_open();
     let (opened, _) = check.drain(&mut conv);
@@ -147,7 +148,7 @@ pub fn client_events(data: &[u8]) {
             }
         }
         // The transport reconfigures the media side from these after every message.
-        let _ = (conv.turn_detection(), conv.voice(), conv.behaviour());
+        let _ = (conv.turn_detection(), conv.voice(), conv.model_kind());
         assert!(conv.item_ids().len() <= crate::realtime::MAX_ITEMS);
     }
 }

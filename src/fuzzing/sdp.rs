@@ -64,7 +64,7 @@ pub fn sdp_offer(data: &[u8]) {
     ENDPOINT.with_borrow_mut(|ep| {
         let now = Instant::now();
         let before = ep.len();
-        match ep.create_call(now, offer.to_owned(), "echo".to_owned()) {
+        match ep.create_call(now, offer.to_owned(), crate::model::ModelKind::Echo) {
             Err(_) => assert_eq!(ep.len(), before, "a refused offer left a session behind"),
             Ok(call) => {
                 assert_eq!(ep.len(), before + 1);
@@ -87,7 +87,7 @@ pub fn sdp_offer(data: &[u8]) {
         }
         // Close notifies and the like: nothing reads them here, and they must not pile up.
         while ep.poll_transmit().is_some() {}
-        while ep.poll_synthesis().is_some() {}
+        while ep.poll_job().is_some() {}
     });
 }
 

@@ -2,10 +2,11 @@
 //!
 //! Frames are passed through still encoded, so it costs no codec work and the caller hears
 //! exactly what the network delivered; that makes it the reference for path latency and loss
-//! (the transport tests and the load generator use it). The conversational echo model, which
-//! answers after the end of each turn, lives in the Realtime engine and the audio module.
+//! (the transport tests and the load generator use it). Responses the client asks for are
+//! planned as the echo model plans them; the media side completes them without audio, since
+//! every frame is already going back.
 
-use super::{AudioIn, AudioOut, Model};
+use super::{AudioIn, AudioOut, Model, ModelKind, Plan, ResponseContext};
 use std::collections::VecDeque;
 use std::time::Instant;
 
@@ -21,6 +22,14 @@ pub struct Loopback {
 }
 
 impl Model for Loopback {
+    fn kind(&self) -> ModelKind {
+        ModelKind::Loopback
+    }
+
+    fn respond(&mut self, ctx: &ResponseContext<'_>) -> Plan {
+        super::echo::Echo.respond(ctx)
+    }
+
     fn on_audio(&mut self, _now: Instant, frame: AudioIn<'_>) {
         let samples = match self.last_ts {
             Some(prev) => {

@@ -9,7 +9,8 @@ use super::items::{Item, Origin, audio_ms, client_item};
 use super::response::ResponseRequest;
 use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
 use super::session_limits::check_update_size;
-use super::{Action, Behaviour, Conversation, input::Pending};
+use super::{Action, Conversation, input::Pending};
+use crate::model::{self, ModelKind};
 
 /// Client event types this server handles, for the unknown-type error message.
 const CLIENT_EVENTS: &[&str] = &[
@@ -106,11 +107,19 @@ impl Conversation {
             .get("session")
             .ok_or_else(|| ClientError::missing("session"))?;
         let next = apply_update(&self.config, update, self.audio_produced)?;
-        if let Some(b) = update["model"]
-            .as_str()
-            .and_then(Behaviour::from_model_name)
-        {
-            self.behaviour = b;
+        let switch_to = match update["model"].as_str().map(ModelKind::parse) {
+            Some(Err(e)) => return Err(ClientError::invalid("session.model", e)),
+            Some(Ok(Some(kind))) if kind != self.model.kind() => {
+                if let ModelKind::Script(name) = &kind {
+                    model::script::library::find(name)
+                        .map_err(|e| ClientError::invalid("session.model", e))?;
+                }
+                Some(kind)
+            }
+            _ => None,
+        };
+        if let Some(kind) = switch_to {
+            self.model = model::build(&kind);
         }
         self.config = next;
         let session = self.config.clone();
@@ -327,6 +336,27 @@ impl Conversation {
             None | Some(Value::Null) => {}
             Some(Value::Array(items)) => req.input = Some(self.resolve_input(items)?),
             Some(_) => return Err(ClientError::wrong_type("response.input", "an array")),
+        }
+        match r.get("tools") {
+            None | Some(Value::Null) => {}
+            Some(Value::Array(tools)) => {
+                if let Some(i) = tools.iter().position(|t| !t.is_object()) {
+                    return Err(ClientError::wrong_type(
+                        &format!("response.tools[{i}]"),
+                        "an object",
+                    ));
+                }
+                req.tools = Some(tools.clone());
+            }
+            Some(_) => return Err(ClientError::wrong_type("response.tools", "an array")),
+        }
+        match r.get("tool_choice") {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) if ["auto", "none", "required"].contains(&s.as_str()) => {
+                req.tool_choice = Some(Value::from(s.as_str()));
+            }
+            Some(v @ Value::Object(_)) => req.tool_choice = Some(v.clone()),
+            Some(other) => return Err(ClientError::invalid("response.tool_choice", other)),
         }
         Ok(req)
     }

@@ -1,5 +1,6 @@
 //! Outgoing queues and the one place event ids and the `error` shape are made.
 
+use std::borrow::Cow;
 use std::collections::VecDeque;
 
 use serde_json::{Map, Value, json};
@@ -52,17 +53,18 @@ impl Outbox {
 #[derive(Debug, Clone)]
 pub(super) struct ClientError {
     pub kind: &'static str,
-    pub code: &'static str,
+    /// Ours are static; a model's (a script's failure) may be any string.
+    pub code: Cow<'static, str>,
     pub message: String,
     pub param: Option<String>,
     pub event_id: Option<String>,
 }
 
 impl ClientError {
-    pub fn new(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn new(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         ClientError {
             kind: "invalid_request_error",
-            code,
+            code: code.into(),
             message: message.into(),
             param: None,
             event_id: None,
@@ -71,7 +73,7 @@ impl ClientError {
 
     /// The server could not do what was asked (not the client's mistake); the event carries no
     /// client `event_id`.
-    pub fn server(code: &'static str, message: impl Into<String>) -> Self {
+    pub fn server(code: impl Into<Cow<'static, str>>, message: impl Into<String>) -> Self {
         ClientError {
             kind: "server_error",
             ..ClientError::new(code, message)

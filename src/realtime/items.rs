@@ -83,6 +83,10 @@ impl ItemStore {
         self.items.iter_mut().find(|i| i.id() == id)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = &Item> {
+        self.items.iter()
+    }
+
     pub fn iter_rev(&self) -> impl Iterator<Item = &Item> {
         self.items.iter().rev()
     }

@@ -10,19 +10,24 @@
 //! Layout: `session_config` holds the effective session object and `session.update` rules,
 //! `session_limits` the bounds that keep the session within one data-channel message,
 //! `items` the ordered conversation, `input` the caller's uncommitted audio, `response` one
-//! response's state and wire objects, `replies` what the echo and TTS models say, `client` the
-//! dispatch of client events, `turn_detection` the caller-side turn events (fed by the media
+//! response's state and wire objects, `prompt` what a response answers (for the model),
+//! `tool_calls` the function-call output items, `client` the dispatch of client events, `turn_detection` the caller-side turn events (fed by the media
 //! side's [`crate::audio::vad`] detector; named apart from it because it decides turns, not
 //! speech), `turn` the response lifecycle, `events` the outgoing queues.
+//!
+//! What a response says is not decided here: the call's [`crate::model::Model`] plans it from
+//! the [`crate::model::ResponseContext`] the engine builds, and the engine turns the plan into
+//! events and media actions.
 
 mod client;
 mod events;
 mod input;
 mod items;
-mod replies;
+mod prompt;
 mod response;
 mod session_config;
 pub mod session_limits;
+mod tool_calls;
 mod turn;
 mod turn_detection;
 
@@ -34,6 +39,8 @@ pub use session_config::TurnDetection;
 pub(crate) use items::MAX_ITEMS;
 
 use serde_json::Value;
+
+use crate::model::{Model, ModelKind, Reply};
 
 use events::Outbox;
 use input::UncommittedInput;
@@ -49,48 +56,16 @@ pub enum Action {
         response_id: String,
         item_id: String,
         reply: Reply,
+        /// Silence before the audio starts (a scripted slow model); 0 for the stubs.
+        delay_ms: u64,
     },
     /// Stop this response's outgoing audio immediately (cancel, output_audio_buffer.clear,
     /// barge-in). A later `on_audio_done` for it is ignored.
     StopAudio { response_id: String },
     /// Drop buffered caller audio (input_audio_buffer.clear).
     ClearInput,
-}
-
-/// What a response says, decided here and rendered by the media side. Not `Speech`: that is
-/// [`crate::audio::tts::Speech`], the PCM a `Text` reply becomes once synthesized.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Reply {
-    /// Play back the caller's own audio between these input times (the echo model).
-    EchoInput {
-        input_item_id: String,
-        audio_start_ms: u64,
-        audio_end_ms: u64,
-    },
-    /// Synthesize and speak this text (the TTS stub; also the echo model's answer to a text
-    /// message). The text is exactly the transcript the client receives.
-    Text { text: String },
-}
-
-/// Which stub model answers. Chosen by model name; see [`Conversation::new`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Behaviour {
-    /// Says the caller's audio turn back; answers text with "You said: …".
-    Echo,
-    /// Speaks the text it is given (a user text message, or `instructions`).
-    Tts,
-}
-
-impl Behaviour {
-    /// `Some` only for the names this server implements; other names leave the behaviour as it
-    /// was (see [`Conversation::new`]).
-    pub fn from_model_name(name: &str) -> Option<Behaviour> {
-        match name.trim().to_ascii_lowercase().as_str() {
-            "echo" => Some(Behaviour::Echo),
-            "tts" => Some(Behaviour::Tts),
-            _ => None,
-        }
-    }
+    /// End the call once the events before this action are sent (the session expired).
+    EndCall,
 }
 
 /// One call's Realtime protocol state. See the module docs.
@@ -98,7 +73,9 @@ pub struct Conversation {
     session_id: String,
     conversation_id: String,
     config: Value,
-    behaviour: Behaviour,
+    model: Box<dyn Model>,
+    /// Responses started so far: a response's index, which scripts match on.
+    responses_started: u64,
     out: Outbox,
     items: ItemStore,
     input: UncommittedInput,
@@ -115,19 +92,19 @@ pub struct Conversation {
 }
 
 impl Conversation {
-    /// `model` picks the stub: `"tts"` speaks given text, `"echo"` and every other name (such as
-    /// the SDK default `"gpt-realtime-2.1"`) echo. A later `session.update` records any model
-    /// name, but only `"echo"`/`"tts"` switch the behaviour: the SDK repeats its configured model
-    /// in every update, and a call placed as `tts` (demo switch, `?model=`, multipart session)
-    /// must not silently fall back to echo because the SDK still says `gpt-realtime-2.1`.
-    pub fn new(session_id: String, model: &str) -> Self {
+    /// `model` picks the stub. A later `session.update` records any model name, but only ours
+    /// (see [`ModelKind::parse`]) switch the model: the SDK repeats its configured model in every
+    /// update, and a call placed as `tts` (demo switch, `?model=`, multipart session) must not
+    /// silently fall back to echo because the SDK still says `gpt-realtime-2.1`.
+    pub fn new(session_id: String, model: &ModelKind) -> Self {
         let conversation_id = match session_id.strip_prefix("sess_") {
             Some(rest) => format!("conv_{rest}"),
             None => format!("conv_{session_id}"),
         };
         Conversation {
-            config: session_config::default_config(&session_id, model),
-            behaviour: Behaviour::from_model_name(model).unwrap_or(Behaviour::Echo),
+            config: session_config::default_config(&session_id, &model.to_string()),
+            model: crate::model::build(model),
+            responses_started: 0,
             session_id,
             conversation_id,
             out: Outbox::default(),
@@ -179,8 +156,14 @@ impl Conversation {
         self.config["model"].as_str().unwrap_or("echo")
     }
 
-    pub fn behaviour(&self) -> Behaviour {
-        self.behaviour
+    /// The model answering now (the call's, or the last one `session.update` named).
+    pub fn model_kind(&self) -> ModelKind {
+        self.model.kind()
+    }
+
+    /// For the media side's frame-level path (`loopback`).
+    pub fn model_mut(&mut self) -> &mut dyn Model {
+        self.model.as_mut()
     }
 
     /// The voice name; a `{id}` voice object yields its id.

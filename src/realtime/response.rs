@@ -28,6 +28,9 @@ pub(super) struct ResponseRequest {
     pub out_of_band: bool,
     /// `input`: the items an out-of-band response answers instead of the conversation.
     pub input: Option<Vec<super::items::Item>>,
+    /// `tools` / `tool_choice` for this response only (the session's otherwise).
+    pub tools: Option<Vec<Value>>,
+    pub tool_choice: Option<Value>,
 }
 
 #[derive(Debug)]
@@ -35,6 +38,12 @@ pub(super) struct ActiveResponse {
     pub id: String,
     pub item_id: String,
     pub audio: bool,
+    /// It has a message output (spoken or text) at index 0; false for tool calls alone.
+    pub message: bool,
+    /// Function calls, output after the message once it is complete.
+    pub calls: Vec<super::tool_calls::PlannedCall>,
+    /// How it ends once its output is out (the model's plan).
+    pub ending: crate::model::Ending,
     pub in_conversation: bool,
     pub words: Vec<String>,
     /// Words whose deltas have been sent.

@@ -5,20 +5,31 @@
 //! the same `.done` events with what was heard, status `incomplete`/`cancelled`, and so does one
 //! whose audio could not be made (status `failed`, after an `error` saying why), so every
 //! `response.created` is followed by exactly one `response.done`.
+//!
+//! The model's plan decides the output: a message (index 0) when it says something, then its
+//! function calls (see `tool_calls`) once the message is complete, then how the response ends.
+//! A response with nothing to play completes at once.
 
 use serde_json::{Value, json};
 
 use super::events::ClientError;
 use super::items::{Item, Origin, assistant_item};
-use super::replies::{Prompt, choose, transcript};
+use super::prompt::prompt_of;
 use super::response::{
     ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
 };
-use super::{Action, Conversation, Reply};
+use super::tool_calls::PlannedCall;
+use super::{Action, Conversation};
+use crate::model::{Ending, Plan, Reply, ResponseContext};
+
+/// The Realtime API's message when a session reaches its maximum duration.
+pub(super) const SESSION_EXPIRED: &str = "Your session hit the maximum duration of 60 minutes.";
 
 /// How a response ends, for its `.done` events.
 enum End<'a> {
     Completed,
+    /// The model stopped early (`max_output_tokens`): what was said stays.
+    Incomplete,
     /// `status_details.reason`: `client_cancelled` or `turn_detected`.
     Cancelled(&'a str),
     /// Its audio could not be made; the error is also sent as an `error` event.
@@ -92,79 +103,102 @@ impl Conversation {
     }
 
     /// Opens a response (the caller has checked none is active): the `.created`/`.added`
-    /// events, then `Speak` for audio, or the whole text response at once.
+    /// events, then `Speak` for audio, or the whole response at once when nothing plays.
     pub(super) fn start_response(&mut self, req: ResponseRequest) {
-        let (r, reply) = self.plan_response(&req);
-        let (id, item_id, audio) = (r.id.clone(), r.item_id.clone(), r.audio);
+        let (r, reply, delay_ms) = self.plan_response(&req);
+        let (id, item_id, audio, message) = (r.id.clone(), r.item_id.clone(), r.audio, r.message);
         let in_conversation = r.in_conversation;
         let body = json!({ "response": r.object("in_progress", Value::Null, Vec::new()) });
         self.out.emit("response.created", body);
         let used = r.input_tokens["text_tokens"].as_u64().unwrap_or(0)
             + r.input_tokens["audio_tokens"].as_u64().unwrap_or(0);
         self.out.emit("rate_limits.updated", rate_limits(used));
-        let item = assistant_item(&item_id);
-        self.out.emit(
-            "response.output_item.added",
-            json!({ "response_id": id, "output_index": 0, "item": item.value }),
-        );
-        if in_conversation {
-            let value = item.value.clone();
-            let previous = self.items.push(item);
-            self.out.emit(
-                "conversation.item.added",
-                json!({ "previous_item_id": previous, "item": value }),
-            );
-        }
-        let mut part = r.locator();
-        part["part"] = r.part("");
-        self.out.emit("response.content_part.added", part);
         self.last_response_id = Some(id.clone());
+        if message {
+            let item = assistant_item(&item_id);
+            self.out.emit(
+                "response.output_item.added",
+                json!({ "response_id": id, "output_index": 0, "item": item.value }),
+            );
+            if in_conversation {
+                let value = item.value.clone();
+                let previous = self.items.push(item);
+                self.out.emit(
+                    "conversation.item.added",
+                    json!({ "previous_item_id": previous, "item": value }),
+                );
+            }
+            let mut part = r.locator();
+            part["part"] = r.part("");
+            self.out.emit("response.content_part.added", part);
+        }
         self.active = Some(r);
-        self.sync_item("in_progress");
-        if audio {
+        if let (true, true, Some(reply)) = (message, audio, reply) {
+            self.sync_item("in_progress");
             self.audio_produced = true;
             self.out.act(Action::Speak {
                 response_id: id.clone(),
                 item_id,
                 reply,
+                delay_ms,
             });
             self.out
                 .emit("output_audio_buffer.started", json!({ "response_id": id }));
             self.send_due_deltas(false);
         } else {
-            // Text needs no playback: the whole response is produced at once.
+            // Text, tool calls alone, or nothing: no playback to wait for.
             self.complete_active();
             self.after_response();
         }
     }
 
-    /// Decides what the response says and fixes its ids and `response` object fields.
-    fn plan_response(&mut self, req: &ResponseRequest) -> (ActiveResponse, Reply) {
-        let reply = {
-            let prompt_item: Option<&Item> = match &req.input {
-                Some(input) => input.iter().rev().find(|i| i.role() == Some("user")),
-                None => self.unanswered_user_item(),
+    /// Asks the model what the response does and fixes its ids and `response` object fields.
+    fn plan_response(&mut self, req: &ResponseRequest) -> (ActiveResponse, Option<Reply>, u64) {
+        let index = self.responses_started;
+        self.responses_started += 1;
+        let plan = {
+            let items: Vec<&Item> = match &req.input {
+                Some(input) => input.iter().collect(),
+                None => self.items.iter().collect(),
             };
-            let prompt = match prompt_item {
-                Some(item) => Prompt::User(item),
-                None => Prompt::Instructions(req.instructions.as_deref()),
+            let session_tools = self.config["tools"]
+                .as_array()
+                .map_or(&[][..], Vec::as_slice);
+            let ctx = ResponseContext {
+                prompt: prompt_of(&items),
+                instructions: req.instructions.as_deref(),
+                tools: req.tools.as_deref().unwrap_or(session_tools),
+                tool_choice: req
+                    .tool_choice
+                    .as_ref()
+                    .unwrap_or(&self.config["tool_choice"]),
+                parallel_tool_calls: self.config["parallel_tool_calls"] != false,
+                index,
             };
-            choose(self.behaviour, prompt)
+            self.model.respond(&ctx)
         };
-        let words = words(&transcript(&reply));
+        let Plan {
+            delay_ms,
+            reply,
+            tool_calls,
+            ending,
+        } = plan;
+        let words = reply
+            .as_ref()
+            .map(|r| words(&r.transcript()))
+            .unwrap_or_default();
         let (reply, total_ms, length_known) = match reply {
-            Reply::EchoInput {
+            Some(Reply::EchoInput {
                 audio_start_ms,
                 audio_end_ms,
                 ..
-            } => (reply, audio_end_ms - audio_start_ms, true),
-            Reply::Text { .. } => (
-                Reply::Text {
-                    text: words.join(" "),
-                },
+            }) => (reply, audio_end_ms - audio_start_ms, true),
+            Some(Reply::Text { .. }) => (
+                Some(Reply::text(words.join(" "))),
                 words.len() as u64 * MS_PER_WORD,
                 false,
             ),
+            None => (None, 0, true),
         };
         let audio = !req
             .text_only
@@ -172,6 +206,15 @@ impl Conversation {
         let in_conversation = !req.out_of_band;
         let id = self.new_id("resp");
         let item_id = self.new_id("item");
+        let calls = tool_calls
+            .into_iter()
+            .map(|c| PlannedCall {
+                item_id: self.new_id("item"),
+                call_id: self.new_id("call"),
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect();
         let output = &self.config["audio"]["output"];
         let voice = req.voice.clone().unwrap_or_else(|| self.voice().to_owned());
         let shell = json!({
@@ -188,6 +231,9 @@ impl Conversation {
             id,
             item_id,
             audio,
+            message: reply.is_some(),
+            calls,
+            ending,
             in_conversation,
             words,
             sent: 0,
@@ -197,16 +243,7 @@ impl Conversation {
             shell,
             input_tokens,
         };
-        (r, reply)
-    }
-
-    /// The latest user message with no assistant message after it.
-    fn unanswered_user_item(&self) -> Option<&Item> {
-        self.items
-            .iter_rev()
-            .filter_map(|i| i.role().map(|role| (role, i)))
-            .find(|(role, _)| *role != "system")
-            .and_then(|(role, i)| (role == "user").then_some(i))
+        (r, reply, delay_ms)
     }
 
     /// Input token details over the conversation (text by characters, audio by duration).
@@ -266,10 +303,16 @@ impl Conversation {
         }
     }
 
-    /// The `.done` events for text/audio, part, item and response.
+    /// The `.done` events for the message (text/audio, part, item), the function calls when
+    /// the response got that far, then `response.done`.
     fn finish(&mut self, end: End<'_>) {
         let (status, item_status, details) = match end {
             End::Completed => ("completed", "completed", Value::Null),
+            End::Incomplete => (
+                "incomplete",
+                "incomplete",
+                json!({"type": "incomplete", "reason": "max_output_tokens"}),
+            ),
             End::Cancelled(reason) => (
                 "cancelled",
                 "incomplete",
@@ -281,64 +324,102 @@ impl Conversation {
                 json!({"type": "failed", "error": {"type": e.kind, "code": e.code, "message": e.message}}),
             ),
         };
-        if matches!(end, End::Completed) {
+        let output_done = matches!(end, End::Completed | End::Incomplete);
+        if output_done {
             self.send_due_deltas(true);
         }
         let Some(r) = self.active.as_ref() else {
             return;
         };
-        let text = r.transcript_so_far();
-        let locator = r.locator();
-        let mut done = locator.clone();
-        if r.audio {
-            self.out.emit("response.output_audio.done", locator.clone());
-            done["transcript"] = Value::from(text.as_str());
-            self.out.emit("response.output_audio_transcript.done", done);
-        } else {
-            done["text"] = Value::from(text.as_str());
-            self.out.emit("response.output_text.done", done);
-        }
-        let mut part = locator;
-        part["part"] = r.part(&text);
-        self.out.emit("response.content_part.done", part);
-        let item = r.item(item_status);
-        self.out.emit(
-            "response.output_item.done",
-            json!({ "response_id": r.id, "output_index": 0, "item": item }),
+        let (id, audio, message, in_conversation, item_id) = (
+            r.id.clone(),
+            r.audio,
+            r.message,
+            r.in_conversation,
+            r.item_id.clone(),
         );
-        let response = r.object(status, details, vec![item.clone()]);
-        let (id, audio, in_conversation, item_id) =
-            (r.id.clone(), r.audio, r.in_conversation, r.item_id.clone());
-        if in_conversation {
-            self.sync_item(item_status);
-            let previous = self.items.previous_of(&item_id);
-            // The item may have been dropped by the cap meanwhile; the event still closes it.
+        let calls = if output_done {
+            r.calls.clone()
+        } else {
+            Vec::new()
+        };
+        let mut output = Vec::new();
+        if message {
+            let text = r.transcript_so_far();
+            let locator = r.locator();
+            let mut done = locator.clone();
+            if audio {
+                self.out.emit("response.output_audio.done", locator.clone());
+                done["transcript"] = Value::from(text.as_str());
+                self.out.emit("response.output_audio_transcript.done", done);
+            } else {
+                done["text"] = Value::from(text.as_str());
+                self.out.emit("response.output_text.done", done);
+            }
+            let mut part = locator;
+            part["part"] = r.part(&text);
+            self.out.emit("response.content_part.done", part);
+            let item = r.item(item_status);
             self.out.emit(
-                "conversation.item.done",
-                json!({ "previous_item_id": previous, "item": item }),
+                "response.output_item.done",
+                json!({ "response_id": id, "output_index": 0, "item": item }),
             );
+            if in_conversation {
+                self.sync_item(item_status);
+                let previous = self.items.previous_of(&item_id);
+                // The item may have been dropped by the cap meanwhile; the event still closes it.
+                self.out.emit(
+                    "conversation.item.done",
+                    json!({ "previous_item_id": previous, "item": item }),
+                );
+            }
+            output.push(item);
         }
+        output.extend(self.emit_tool_calls(&id, &calls, usize::from(message), in_conversation));
+        let Some(r) = self.active.take() else {
+            return;
+        };
+        let response = r.object(status, details, output);
         self.out
             .emit("response.done", json!({ "response": response }));
-        self.active = None;
         // A cancel drops the buffer (the caller sends `cleared`); otherwise it has run dry,
         // empty when the audio failed.
-        if audio && !matches!(end, End::Cancelled(_)) {
+        if message && audio && !matches!(end, End::Cancelled(_)) {
             self.out
                 .emit("output_audio_buffer.stopped", json!({ "response_id": id }));
         }
     }
 
+    /// The active response's output is all out: it ends as its plan says.
     fn complete_active(&mut self) {
-        if let Some(r) = self.active.as_mut() {
-            // The audio is all out: usage and later truncation use its full length.
-            if r.length_known {
-                r.played_ms = r.played_ms.max(r.total_ms);
-            } else if r.played_ms == 0 {
-                r.played_ms = r.total_ms;
-            }
+        let Some(r) = self.active.as_mut() else {
+            return;
+        };
+        // The audio is all out: usage and later truncation use its full length.
+        if r.length_known {
+            r.played_ms = r.played_ms.max(r.total_ms);
+        } else if r.played_ms == 0 {
+            r.played_ms = r.total_ms;
         }
-        self.finish(End::Completed);
+        match r.ending.clone() {
+            Ending::Completed => self.finish(End::Completed),
+            Ending::Incomplete => self.finish(End::Incomplete),
+            Ending::Failed { code, message } => {
+                let error = ClientError::server(code, message);
+                self.out.error(error.clone());
+                self.finish(End::Failed(&error));
+            }
+            Ending::SessionExpired => self.expire_after_response(),
+        }
+    }
+
+    /// The session ends: the `error` the service sends, the response failed with it, and the
+    /// call closed once these events are out.
+    fn expire_after_response(&mut self) {
+        let error = ClientError::new("session_expired", SESSION_EXPIRED);
+        self.out.error(error.clone());
+        self.finish(End::Failed(&error));
+        self.out.act(Action::EndCall);
     }
 
     /// Stops and cancels the active response: `StopAudio`, the cancelled `.done` events, then

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::Conversation;
 use super::input::OpenSpeech;
 use super::items::{Origin, user_audio_item};
-use super::replies::seconds;
+use crate::model::{AudioTurn, Heard, Transcription};
 
 impl Conversation {
     /// Optional: how much caller audio has arrived (ms since call start). It lets a manual
@@ -118,24 +118,56 @@ impl Conversation {
         self.transcribe(&item_id);
     }
 
-    /// With `audio.input.transcription` set, the item gets a transcript. There is no
-    /// recognizer, so it says so in a bracketed note ("[speech, 2.4 s]"), never invented words;
-    /// the SDK then retrieves the item and shows the note in its history.
+    /// With `audio.input.transcription` set, the item gets the model's transcript: a delta per
+    /// word, as a streaming recognizer sends them, then `completed` (or `failed`). The stubs
+    /// have no recognizer and say so in a bracketed note ("[speech, 2.4 s]"); a script gives the
+    /// words. The SDK then retrieves the item and shows the transcript in its history.
     fn transcribe(&mut self, item_id: &str) {
         if !self.config["audio"]["input"]["transcription"].is_object() {
             return;
         }
-        let Some(item) = self.items.get_mut(item_id) else {
+        let Some(item) = self.items.get(item_id) else {
             return;
         };
         let (what, ms) = match item.origin {
-            Origin::Input { start_ms, end_ms } => ("speech", end_ms - start_ms),
-            Origin::Idle { start_ms, end_ms } => ("silence", end_ms - start_ms),
-            Origin::Appended { ms } => ("audio", ms),
+            Origin::Input { start_ms, end_ms } => (Heard::Speech, end_ms - start_ms),
+            Origin::Idle { start_ms, end_ms } => (Heard::Silence, end_ms - start_ms),
+            Origin::Appended { ms } => (Heard::Appended, ms),
             _ => return,
         };
-        let transcript = format!("[{what}, {} s]", seconds(ms));
-        item.value["content"][0]["transcript"] = json!(transcript);
+        let turn = AudioTurn {
+            what,
+            ms,
+            next_response: self.responses_started,
+        };
+        let transcript = match self.model.transcribe(&turn) {
+            Transcription::Text(t) => t,
+            Transcription::Failed { code, message } => {
+                self.out.emit(
+                    "conversation.item.input_audio_transcription.failed",
+                    json!({
+                        "item_id": item_id,
+                        "content_index": 0,
+                        "error": {"type": "transcription_error", "code": code, "message": message}
+                    }),
+                );
+                return;
+            }
+        };
+        for (i, word) in transcript.split_whitespace().enumerate() {
+            let delta = if i == 0 {
+                word.to_owned()
+            } else {
+                format!(" {word}")
+            };
+            self.out.emit(
+                "conversation.item.input_audio_transcription.delta",
+                json!({ "item_id": item_id, "content_index": 0, "delta": delta }),
+            );
+        }
+        if let Some(item) = self.items.get_mut(item_id) {
+            item.value["content"][0]["transcript"] = json!(transcript);
+        }
         self.out.emit(
             "conversation.item.input_audio_transcription.completed",
             json!({

@@ -19,16 +19,26 @@ use super::{
     ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, offer_check, placement,
 };
 use crate::control::TransceiverControl;
+use crate::model::ModelKind;
 use crate::transceiver::CallError;
 
-/// The stub a call starts with. `?model=` names one of ours (`echo`, `tts`, `loopback`) or is
-/// ignored, as the real service ignores it on /calls (older beta clients send OpenAI model
-/// names there); a later `session.update` can still switch between `echo` and `tts`.
-fn model_for(requested: Option<&str>) -> String {
-    match requested.map(|m| m.trim().to_ascii_lowercase()) {
-        Some(m) if m == "tts" || m == "loopback" || m == "echo" => m,
-        _ => "echo".to_owned(),
+/// The model a call starts with: the call's own session config first, then the key's, then
+/// `?model=`, then echo. A name that is not ours (the SDK's `gpt-realtime-2.1`, as the real
+/// service ignores `?model=` on /calls) passes to the next source; a malformed or unknown
+/// `script:` name is refused here, before a transceiver spends anything on the call.
+fn model_for(names: [Option<&str>; 3]) -> Result<ModelKind, ApiError> {
+    for name in names.into_iter().flatten() {
+        let kind = ModelKind::parse(name)
+            .map_err(|e| ApiError::invalid("invalid_model", e.to_string()))?;
+        if let Some(kind) = kind {
+            if let ModelKind::Script(script) = &kind {
+                crate::model::script::library::find(script)
+                    .map_err(|e| ApiError::invalid("unknown_script", e))?;
+            }
+            return Ok(kind);
+        }
     }
+    Ok(ModelKind::Echo)
 }
 
 #[derive(Deserialize)]
@@ -138,15 +148,17 @@ pub(super) async fn create_call(
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
     let (offer, session) = read_offer(req).await?;
     check_offer(&offer)?;
-    // The stub: the call's own session config first, then the key's, then `?model=`.
-    let model = session
-        .as_ref()
-        .or(key_session.as_ref())
-        .and_then(|s| s.get("model"))
-        .and_then(Value::as_str)
-        .map(|m| model_for(Some(m)))
-        .filter(|m| m != "echo")
-        .unwrap_or_else(|| model_for(q.model.as_deref()));
+    let model_of = |s: &Option<Value>| {
+        s.as_ref()
+            .and_then(|s| s.get("model"))
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let model = model_for([
+        model_of(&session).as_deref(),
+        model_of(&key_session).as_deref(),
+        q.model.as_deref(),
+    ])?;
 
     let (t, media_addr) = sig
         .place(q.cluster)

@@ -10,8 +10,8 @@
 //! - Call [`Endpoint::handle_timeout`] when [`Endpoint::poll_timeout`] is due (it may be called earlier;
 //!   it does only what is due).
 //! - After any input, drain [`Endpoint::poll_transmit`] (datagrams to send, in order) and
-//!   [`Endpoint::poll_synthesis`] (speech to synthesize off the loop; hand the result back with
-//!   [`Endpoint::tts_ready`]).
+//!   [`Endpoint::poll_job`] (slow work such as speech synthesis, run off the loop; hand the
+//!   result back with [`Endpoint::job_done`]).
 //! - `now` must never go backwards.
 //!
 //! Demultiplexing follows ICE itself: a STUN binding request names its session by the server
@@ -30,7 +30,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
-use super::media::{TtsFailure, TtsRequest};
+use super::media::{Job, JobDone};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
 use super::{CallInfo, CreatedCall, EndCounters, TransceiverConfig, WorkerStats};
@@ -56,10 +56,10 @@ pub struct Transmit {
     pub payload: BytesMut,
 }
 
-/// Speech a call needs synthesized (espeak-ng is a subprocess: never on the socket loop).
-pub struct Synthesis {
+/// Slow work a call needs done off the socket loop (espeak-ng is a subprocess).
+pub struct CallJob {
     pub call_id: String,
-    pub request: TtsRequest,
+    pub job: Job,
 }
 
 /// Why a session is being removed.
@@ -73,6 +73,7 @@ pub enum EndReason {
     Shutdown,
     /// Its processing panicked (see [`Endpoint::isolate`]).
     Panicked,
+    SessionExpired,
 }
 
 pub struct Endpoint {
@@ -89,7 +90,7 @@ pub struct Endpoint {
     timers: BinaryHeap<Reverse<(Instant, Key)>>,
     next_key: Key,
     transmits: VecDeque<Transmit>,
-    synthesis: VecDeque<Synthesis>,
+    jobs: VecDeque<CallJob>,
     dropped_unknown: u64,
     dropped_link_source: u64,
     /// Sessions not connected yet (see [`super::admission`]).
@@ -125,7 +126,7 @@ impl Endpoint {
             timers: BinaryHeap::new(),
             next_key: 1,
             transmits: VecDeque::new(),
-            synthesis: VecDeque::new(),
+            jobs: VecDeque::new(),
             dropped_unknown: 0,
             dropped_link_source: 0,
             connecting: 0,
@@ -163,8 +164,8 @@ impl Endpoint {
         self.transmits.pop_front()
     }
 
-    pub fn poll_synthesis(&mut self) -> Option<Synthesis> {
-        self.synthesis.pop_front()
+    pub fn poll_job(&mut self) -> Option<CallJob> {
+        self.jobs.pop_front()
     }
 
     /// When [`Endpoint::handle_timeout`] is next due: the earliest session timer, or the next
@@ -208,17 +209,10 @@ impl Endpoint {
         r
     }
 
-    /// Speech synthesized for a call's response, or why there is none (see
-    /// [`Endpoint::poll_synthesis`]).
-    pub fn tts_ready(
-        &mut self,
-        now: Instant,
-        call_id: &str,
-        response_id: &str,
-        speech: Result<crate::audio::tts::Speech, TtsFailure>,
-    ) {
+    /// A job's result for a call's response (see [`Endpoint::poll_job`]).
+    pub fn job_done(&mut self, now: Instant, call_id: &str, done: JobDone) {
         if let Some(&key) = self.by_call.get(call_id) {
-            self.isolate(now, key, |s| s.on_tts_ready(now, response_id, speech));
+            self.isolate(now, key, |s| s.on_job_done(now, done));
             self.after_input(key, now);
         }
     }
@@ -389,10 +383,10 @@ impl Endpoint {
             self.answer_to_ice.record(ice);
             self.answer_to_dtls.record(dtls);
         }
-        for request in s.take_tts_requests() {
-            self.synthesis.push_back(Synthesis {
+        for job in s.take_jobs() {
+            self.jobs.push_back(CallJob {
                 call_id: s.call_id.clone(),
-                request,
+                job,
             });
         }
         // A deadline that is already due is retried a millisecond later: a component that keeps
@@ -480,7 +474,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         offer_sdp: String,
-        model: String,
+        model: crate::model::ModelKind,
     ) -> Result<CreatedCall, peer::AnswerError> {
         let ufrag = ufrag::mint(
             &self.cfg.route_keys,
@@ -591,6 +585,7 @@ impl Endpoint {
             EndReason::IdleTimeout => e.idle_timeout += 1,
             EndReason::Shutdown => e.shutdown += 1,
             EndReason::Panicked => e.panicked += 1,
+            EndReason::SessionExpired => e.session_expired += 1,
         }
         if reason != EndReason::Panicked {
             let _ = s.pc.close();
@@ -613,6 +608,9 @@ impl Endpoint {
 /// before our own deadlines, so a client that never arrived or stopped consenting shows up as a
 /// closed connection, and is counted as what it is.
 fn closed_reason(s: &Session) -> EndReason {
+    if s.expired {
+        return EndReason::SessionExpired;
+    }
     match (s.ice_failed, s.connected_at.is_some()) {
         (true, false) => EndReason::SetupTimeout,
         (true, true) => EndReason::ConsentExpired,

@@ -1,13 +1,14 @@
 //! The voice side of one call: caller audio → server VAD → Realtime engine, and the engine's
 //! actions → paced outgoing audio.
 //!
-//! Two modes. `loopback` reflects every frame at once (the network reference used by the
-//! transport tests and the load generator). `voice` is what the Realtime stubs need: decode
-//! for VAD, keep the caller's frames for the echo model, synthesize text for the TTS stub (off
-//! the socket thread: the worker hands [`TtsRequest`]s to the synthesis pool and the speech
-//! back), and stop outgoing audio within the packet that detects a barge-in. A response that
-//! stops while its speech is being made (cancel, barge-in, the call ending) cancels the
-//! synthesis too.
+//! Two modes, following the call's model. `Frames` hands every frame to a frame-level model
+//! (`loopback`: the network reference used by the transport tests and the load generator) and
+//! sends what it gives back. `Voice` is what turn-based models need: decode for VAD, keep the
+//! caller's frames for echo replies, render text replies as speech (off the socket thread: the
+//! worker runs each [`Job`] and hands back a [`JobDone`]), and stop outgoing audio within the
+//! packet that detects a barge-in. A response that stops while its speech is being made
+//! (cancel, barge-in, the call ending) cancels the job too. A `session.update` that switches
+//! between a frame-level and a turn-based model switches the mode.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -18,8 +19,8 @@ use crate::audio::input::Listener;
 use crate::audio::player::Player;
 use crate::audio::tts;
 use crate::audio::vad::{VadConfig, VadEvent};
-use crate::model::{AudioIn, Model};
-use crate::realtime::{Action, Conversation, Reply};
+use crate::model::{AudioIn, ModelKind, Reply};
+use crate::realtime::{Action, Conversation};
 
 /// Without packets for this long mid-turn (DTX, a muted or vanished mic), input time is
 /// advanced by the clock so the turn can still end.
@@ -27,27 +28,45 @@ const IDLE_ADVANCE: Duration = Duration::from_millis(100);
 /// Arrival times kept to time barge-in and turn latency (≈ 2 s of 20 ms frames).
 const ARRIVALS_KEPT: usize = 100;
 
-/// Speech to synthesize for a response, run by the worker off the socket thread.
+/// Slow work for a response, run by the worker off the socket thread; its result comes back
+/// as a [`JobDone`] through the worker's mailbox. Today that is speech synthesis; a networked
+/// model's requests would be another [`Work`], on the same path.
 #[derive(Debug, Clone)]
-pub struct TtsRequest {
+pub struct Job {
     pub response_id: String,
-    pub text: String,
-    pub voice: String,
-    /// Fires when the response stops before its speech is back.
+    pub work: Work,
+    /// Fires when the response stops before the job is back.
     pub cancel: tts::CancelToken,
 }
 
-/// Why a response's speech did not come back: an `error` event's code and message.
+#[derive(Debug, Clone)]
+pub enum Work {
+    Synthesize { text: String, voice: String },
+}
+
+/// A job's result for one call's response.
+#[derive(Debug)]
+pub struct JobDone {
+    pub response_id: String,
+    pub result: Result<JobOutput, JobFailure>,
+}
+
+#[derive(Debug)]
+pub enum JobOutput {
+    Speech(tts::Speech),
+}
+
+/// Why a job gave nothing: an `error` event's code and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TtsFailure {
+pub struct JobFailure {
     pub code: &'static str,
     pub message: String,
 }
 
-impl TtsFailure {
+impl JobFailure {
     /// The synthesis pool's queue was full.
     pub fn busy(busy: tts::pool::Busy) -> Self {
-        TtsFailure {
+        JobFailure {
             code: "speech_synthesis_busy",
             message: format!("This response was not spoken: {busy}. Try again shortly."),
         }
@@ -55,18 +74,20 @@ impl TtsFailure {
 
     /// The synthesizer failed; `message` is the pool's, for the client.
     pub fn failed(message: String) -> Self {
-        TtsFailure {
+        JobFailure {
             code: "speech_synthesis_failed",
             message,
         }
     }
 }
 
-/// The response whose speech is being synthesized; dropping it (the response stopped, or the
-/// call is gone) cancels the synthesis.
+/// The response whose job is running; dropping it (the response stopped, or the call is gone)
+/// cancels the job.
 #[derive(Debug)]
-struct AwaitingTts {
+struct AwaitingJob {
     response_id: String,
+    /// When its audio may start (the plan's delay after the response began).
+    play_at: Instant,
     _cancel: tts::CancelOnDrop,
 }
 
@@ -83,14 +104,17 @@ pub struct VoiceTimings {
 }
 
 pub enum Media {
-    Loopback(Box<dyn Model>),
+    /// Frames go to and from the frame-level model the conversation holds.
+    Frames,
     Voice(Box<Voice>),
 }
 
 pub struct Voice {
     listener: Listener,
     player: Option<Player>,
-    awaiting_tts: Option<AwaitingTts>,
+    /// Audio is held until then (a planned delay).
+    hold_until: Option<Instant>,
+    awaiting_job: Option<AwaitingJob>,
     last_packet: Option<Instant>,
     /// When input time was last advanced by the clock (packets stopped mid-turn).
     idle_checked: Option<Instant>,
@@ -108,9 +132,9 @@ pub struct Voice {
 }
 
 impl Media {
-    pub fn for_model(name: &str) -> Media {
-        if name.eq_ignore_ascii_case("loopback") {
-            Media::Loopback(crate::model::loopback())
+    pub fn for_model(kind: &ModelKind) -> Media {
+        if kind.is_frame_level() {
+            Media::Frames
         } else {
             Media::Voice(Box::new(Voice::new()))
         }
@@ -119,7 +143,7 @@ impl Media {
     pub fn timings(&self) -> VoiceTimings {
         match self {
             Media::Voice(v) => v.timings,
-            Media::Loopback(_) => VoiceTimings::default(),
+            Media::Frames => VoiceTimings::default(),
         }
     }
 
@@ -133,7 +157,7 @@ impl Media {
         conv: &mut Conversation,
     ) {
         match self {
-            Media::Loopback(m) => m.on_audio(
+            Media::Frames => conv.model_mut().on_audio(
                 now,
                 AudioIn {
                     payload,
@@ -145,11 +169,17 @@ impl Media {
         }
     }
 
-    pub fn on_action(&mut self, action: Action, conv: &mut Conversation) -> Option<TtsRequest> {
+    pub fn on_action(
+        &mut self,
+        now: Instant,
+        action: Action,
+        conv: &mut Conversation,
+    ) -> Option<Job> {
         match self {
-            Media::Voice(v) => v.on_action(action, conv),
-            // Loopback has no turns: answer every response at once so the engine stays consistent.
-            Media::Loopback(_) => {
+            Media::Voice(v) => v.on_action(now, action, conv),
+            // Frames go back as they come, with no turns: answer every response at once so the
+            // engine stays consistent.
+            Media::Frames => {
                 if let Action::Speak { response_id, .. } = action {
                     conv.on_audio_done(&response_id);
                 }
@@ -158,29 +188,27 @@ impl Media {
         }
     }
 
-    /// A response's speech, or why there is none.
-    pub fn on_tts_ready(
-        &mut self,
-        response_id: &str,
-        speech: Result<tts::Speech, TtsFailure>,
-        conv: &mut Conversation,
-    ) {
+    /// A job's result for one of this call's responses.
+    pub fn on_job_done(&mut self, now: Instant, done: JobDone, conv: &mut Conversation) {
         if let Media::Voice(v) = self {
-            v.on_tts_ready(response_id, speech, conv);
+            v.on_job_done(now, done, conv);
         }
     }
 
     /// The next frame to send now, if any.
     pub fn next_audio(&mut self, now: Instant, conv: &mut Conversation) -> Option<(Bytes, u32)> {
         match self {
-            Media::Loopback(m) => m.poll_audio(now).map(|f| (f.payload, f.samples_48k)),
+            Media::Frames => conv
+                .model_mut()
+                .poll_audio(now)
+                .map(|f| (f.payload, f.samples_48k)),
             Media::Voice(v) => v.next_audio(now, conv),
         }
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self {
-            Media::Loopback(_) => None,
+            Media::Frames => None,
             Media::Voice(v) => v.poll_timeout(),
         }
     }
@@ -191,8 +219,12 @@ impl Media {
         }
     }
 
-    /// Applies the session's turn detection settings to the VAD.
+    /// Follows the session: the mode its model needs, and its turn detection settings.
     pub fn configure(&mut self, conv: &Conversation) {
+        let frame_level = conv.model_kind().is_frame_level();
+        if frame_level != matches!(self, Media::Frames) {
+            *self = Media::for_model(&conv.model_kind());
+        }
         if let (Media::Voice(v), Some(td)) = (self, conv.turn_detection()) {
             let cfg = VadConfig {
                 threshold: td.threshold,
@@ -215,7 +247,8 @@ impl Voice {
         Voice {
             listener: Listener::new(cfg),
             player: None,
-            awaiting_tts: None,
+            hold_until: None,
+            awaiting_job: None,
             last_packet: None,
             idle_checked: None,
             arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
@@ -270,10 +303,13 @@ impl Voice {
         }
     }
 
-    fn on_action(&mut self, action: Action, conv: &mut Conversation) -> Option<TtsRequest> {
+    fn on_action(&mut self, now: Instant, action: Action, conv: &mut Conversation) -> Option<Job> {
         match action {
             Action::Speak {
-                response_id, reply, ..
+                response_id,
+                reply,
+                delay_ms,
+                ..
             } => match reply {
                 Reply::EchoInput {
                     audio_start_ms,
@@ -287,28 +323,32 @@ impl Voice {
                     if frames.is_empty() {
                         conv.on_audio_done(&response_id);
                     } else {
-                        self.start(Player::from_opus_frames(response_id, frames));
+                        let play_at = now + Duration::from_millis(delay_ms);
+                        self.start(Player::from_opus_frames(response_id, frames), play_at);
                     }
                     None
                 }
                 Reply::Text { text } => {
                     let cancel = tts::CancelToken::new();
                     // Replacing a still-awaited response (never expected) cancels it.
-                    self.awaiting_tts = Some(AwaitingTts {
+                    self.awaiting_job = Some(AwaitingJob {
                         response_id: response_id.clone(),
+                        play_at: now + Duration::from_millis(delay_ms),
                         _cancel: tts::CancelOnDrop(cancel.clone()),
                     });
-                    Some(TtsRequest {
+                    Some(Job {
                         response_id,
-                        text,
-                        voice: conv.voice().to_owned(),
+                        work: Work::Synthesize {
+                            text,
+                            voice: conv.voice().to_owned(),
+                        },
                         cancel,
                     })
                 }
             },
             Action::StopAudio { response_id } => {
                 if self.awaiting(&response_id) {
-                    self.awaiting_tts = None; // cancels its synthesis
+                    self.awaiting_job = None; // cancels its job
                 }
                 if let Some(p) = self.player.as_mut()
                     && p.response_id() == response_id
@@ -331,35 +371,34 @@ impl Voice {
                 self.listener.clear();
                 None
             }
+            // The session ends the call; nothing to play or stop here.
+            Action::EndCall => None,
         }
     }
 
-    fn start(&mut self, player: Player) {
+    fn start(&mut self, player: Player, play_at: Instant) {
         if let Some(mut old) = self.player.take() {
             old.stop();
         }
         self.player = Some(player);
+        self.hold_until = Some(play_at);
         self.first_frame_pending = true;
     }
 
     fn awaiting(&self, response_id: &str) -> bool {
-        self.awaiting_tts
+        self.awaiting_job
             .as_ref()
             .is_some_and(|a| a.response_id == response_id)
     }
 
-    fn on_tts_ready(
-        &mut self,
-        response_id: &str,
-        speech: Result<tts::Speech, TtsFailure>,
-        conv: &mut Conversation,
-    ) {
+    fn on_job_done(&mut self, now: Instant, done: JobDone, conv: &mut Conversation) {
+        let response_id = done.response_id.as_str();
         if !self.awaiting(response_id) {
-            return; // stopped while synthesizing
+            return; // stopped while the job ran
         }
-        self.awaiting_tts = None;
-        let speech = match speech {
-            Ok(speech) => speech,
+        let play_at = self.awaiting_job.take().map_or(now, |a| a.play_at);
+        let speech = match done.result {
+            Ok(JobOutput::Speech(speech)) => speech,
             Err(f) => return conv.on_audio_failed(response_id, f.code, &f.message),
         };
         if speech.pcm48k.is_empty() {
@@ -367,10 +406,16 @@ impl Voice {
             return;
         }
         conv.on_audio_length(response_id, speech.duration_ms());
-        self.start(Player::from_pcm(response_id, speech.pcm48k));
+        self.start(
+            Player::from_pcm(response_id, speech.pcm48k),
+            play_at.max(now),
+        );
     }
 
     fn next_audio(&mut self, now: Instant, conv: &mut Conversation) -> Option<(Bytes, u32)> {
+        if self.hold_until.is_some_and(|t| now < t) {
+            return None;
+        }
         let p = self.player.as_mut()?;
         if let Some(f) = p.next_frame(now) {
             let rid = p.response_id().to_owned();
@@ -396,7 +441,10 @@ impl Voice {
     }
 
     fn poll_timeout(&self) -> Option<Instant> {
-        let player = self.player.as_ref().and_then(|p| p.next_deadline());
+        let player = match self.hold_until {
+            Some(t) if self.player.is_some() && self.player_idle() => Some(t),
+            _ => self.player.as_ref().and_then(|p| p.next_deadline()),
+        };
         let idle = if self.listener.vad().is_speaking() {
             let since = match (self.last_packet, self.idle_checked) {
                 (Some(p), Some(c)) => Some(p.max(c)),
@@ -410,6 +458,13 @@ impl Voice {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         }
+    }
+
+    /// The player has not sent its first frame (its deadline is "now" until then).
+    fn player_idle(&self) -> bool {
+        self.player
+            .as_ref()
+            .is_some_and(|p| p.next_deadline().is_none())
     }
 
     fn on_timeout(&mut self, now: Instant, conv: &mut Conversation) {

@@ -93,6 +93,8 @@ pub struct EndCounters {
     pub shutdown: u64,
     /// The call's processing panicked: it ended alone, its worker and the other calls went on.
     pub panicked: u64,
+    /// The session hit its limit (a scripted `session_expired`, or the fault).
+    pub session_expired: u64,
 }
 
 /// The worker's bookkeeping sizes, so a test (or an operator) can see that ended calls leave
@@ -141,6 +143,7 @@ impl WorkerStats {
                 idle_timeout: a.idle_timeout + b.idle_timeout,
                 shutdown: a.shutdown + b.shutdown,
                 panicked: a.panicked + b.panicked,
+                session_expired: a.session_expired + b.session_expired,
             },
         }
     }
@@ -183,7 +186,7 @@ pub struct CallInfo {
 pub(crate) enum Command {
     Create {
         offer_sdp: String,
-        model: String,
+        model: crate::model::ModelKind,
         reply: tokio::sync::oneshot::Sender<Result<CreatedCall, AnswerError>>,
     },
     Hangup {
@@ -202,11 +205,10 @@ pub(crate) enum Command {
     Stats {
         reply: tokio::sync::oneshot::Sender<WorkerStats>,
     },
-    /// Speech synthesized off the socket thread for a call's response, or why there is none.
-    TtsReady {
+    /// A job run off the socket thread for a call's response (see [`media::Job`]).
+    JobDone {
         call_id: String,
-        response_id: String,
-        speech: Result<crate::audio::tts::Speech, media::TtsFailure>,
+        done: media::JobDone,
     },
 }
 
@@ -275,7 +277,7 @@ impl TransceiverHandle {
     pub async fn create_call(
         &self,
         offer_sdp: String,
-        model: String,
+        model: crate::model::ModelKind,
     ) -> Result<CreatedCall, CallError> {
         let _release = Release(&self.pending);
         let mut refusal = None;

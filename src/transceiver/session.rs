@@ -20,9 +20,9 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
-use super::media::{Media, TtsFailure, TtsRequest, VoiceTimings};
-use crate::audio::tts;
-use crate::realtime::Conversation;
+use super::media::{Job, JobDone, Media, VoiceTimings};
+use crate::model::ModelKind;
+use crate::realtime::{Action, Conversation};
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
@@ -131,8 +131,10 @@ pub struct Session {
     media: Media,
     conv: Conversation,
     events_channel: Option<RTCDataChannelId>,
-    /// Speech the worker should synthesize off the socket thread.
-    tts_requests: Vec<TtsRequest>,
+    /// Slow work the worker should run off the socket thread.
+    jobs: Vec<Job>,
+    /// The session expired (the conversation asked to end the call).
+    pub expired: bool,
 }
 
 pub struct NewSession {
@@ -142,8 +144,7 @@ pub struct NewSession {
     pub candidate: SocketAddr,
     pub audio_sender: RTCRtpSenderId,
     pub audio_ssrc: u32,
-    /// `echo` (default), `tts`, or `loopback`.
-    pub model: String,
+    pub model: ModelKind,
 }
 
 impl Session {
@@ -186,7 +187,8 @@ impl Session {
             media,
             conv,
             events_channel: None,
-            tts_requests: Vec::new(),
+            jobs: Vec::new(),
+            expired: false,
         }
     }
 
@@ -248,17 +250,12 @@ impl Session {
         self.media.on_timeout(now, &mut self.conv);
     }
 
-    pub fn take_tts_requests(&mut self) -> Vec<TtsRequest> {
-        std::mem::take(&mut self.tts_requests)
+    pub fn take_jobs(&mut self) -> Vec<Job> {
+        std::mem::take(&mut self.jobs)
     }
 
-    pub fn on_tts_ready(
-        &mut self,
-        now: Instant,
-        response_id: &str,
-        speech: Result<tts::Speech, TtsFailure>,
-    ) {
-        self.media.on_tts_ready(response_id, speech, &mut self.conv);
+    pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
+        self.media.on_job_done(now, done, &mut self.conv);
         self.drive(now);
     }
 
@@ -285,8 +282,13 @@ impl Session {
             }
             while let Some(action) = self.conv.poll_action() {
                 progressed = true;
-                if let Some(req) = self.media.on_action(action, &mut self.conv) {
-                    self.tts_requests.push(req);
+                if action == Action::EndCall {
+                    // Closed after this pass, so the events before it are sent first.
+                    self.expired = true;
+                    continue;
+                }
+                if let Some(job) = self.media.on_action(now, action, &mut self.conv) {
+                    self.jobs.push(job);
                 }
             }
             while let Some((payload, samples)) = self.media.next_audio(now, &mut self.conv) {
@@ -304,6 +306,9 @@ impl Session {
             if !progressed {
                 break;
             }
+        }
+        if self.expired {
+            self.state = SessionState::Closed;
         }
     }
 

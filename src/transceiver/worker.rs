@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 use rtc::peer_connection::certificate::RTCCertificate;
 
 use super::admission::{Saturation, SharedLoad, Window};
-use super::endpoint::{Endpoint, Synthesis, Transmit};
+use super::endpoint::{CallJob, Endpoint, Transmit};
 use super::mailbox::{Inbox, Mailbox};
-use super::media::{TtsFailure, TtsRequest};
+use super::media::{Job, JobDone, JobFailure, JobOutput, Work};
 use super::{Command, TransceiverConfig};
 use crate::audio::tts::{Outcome, Pool};
 use crate::routing::link::LINK_HEADER_LEN;
@@ -183,11 +183,7 @@ impl Worker {
             } => {
                 let _ = reply.send(self.endpoint.renegotiate(now, &call_id, offer_sdp));
             }
-            Command::TtsReady {
-                call_id,
-                response_id,
-                speech,
-            } => self.endpoint.tts_ready(now, &call_id, &response_id, speech),
+            Command::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
             Command::Stats { reply } => {
                 let _ = reply.send(self.endpoint.stats());
             }
@@ -218,15 +214,13 @@ impl Worker {
         self.local_inbox = Some(inbox);
     }
 
-    /// Hands what the endpoint wants synthesized to the pool, sends what it queued (a
-    /// `sendmmsg` per [`BATCH`]), publishes the call count. Synthesis goes first: a refusal
-    /// fails its response at once, and those events leave in this same send.
+    /// Starts the jobs the endpoint queued, sends what it queued (a `sendmmsg` per
+    /// [`BATCH`]), publishes the call count. Jobs go first: a refusal fails its response at
+    /// once, and those events leave in this same send.
     fn output(&mut self, fd: RawFd) {
-        while let Some(s) = self.endpoint.poll_synthesis() {
-            if let Err((call_id, response_id, failure)) = start_tts(s, &self.mailbox) {
-                let now = Instant::now();
-                self.endpoint
-                    .tts_ready(now, &call_id, &response_id, Err(failure));
+        while let Some(job) = self.endpoint.poll_job() {
+            if let Err((call_id, done)) = start_job(job, &self.mailbox) {
+                self.endpoint.job_done(Instant::now(), &call_id, done);
             }
         }
         let endpoint = &mut self.endpoint;
@@ -364,34 +358,41 @@ impl LoadMeter {
     }
 }
 
-/// Queues a response's speech on the process's synthesis pool (espeak-ng is a subprocess; the
-/// pool's few workers run it) so the socket loop never waits for it; the speech comes back as a
-/// command. Speech for a response that was stopped meanwhile is not sent back: nobody awaits
-/// it. A full pool is returned as the failure to report to the call.
-fn start_tts(s: Synthesis, mailbox: &Mailbox) -> Result<(), (String, String, TtsFailure)> {
-    let Synthesis { call_id, request } = s;
-    let TtsRequest {
+/// Starts a call's job off the socket thread; its result comes back as [`Command::JobDone`].
+/// Speech goes to the process's synthesis pool (espeak-ng is a subprocess; the pool's few
+/// workers run it). A result for a response that was stopped meanwhile is not sent back: nobody
+/// awaits it. A job that cannot start is returned as the failure to report to the call.
+fn start_job(job: CallJob, mailbox: &Mailbox) -> Result<(), (String, JobDone)> {
+    let CallJob { call_id, job } = job;
+    let Job {
         response_id,
-        text,
-        voice,
+        work,
         cancel,
-    } = request;
-    let reply = (mailbox.clone(), call_id.clone(), response_id.clone());
-    let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
-        let (mailbox, call_id, response_id) = reply;
-        let speech = match outcome {
-            Outcome::Spoken(speech) => Ok(speech),
-            Outcome::Failed(message) => Err(TtsFailure::failed(message)),
-            Outcome::Cancelled(_) => return,
-        };
-        let _ = mailbox.send_blocking(Command::TtsReady {
-            call_id,
-            response_id,
-            speech,
-        });
-    });
-    submitted.map_err(|busy| {
-        log::warn!("{call_id}: {response_id} not spoken: {busy}");
-        (call_id, response_id, TtsFailure::busy(busy))
-    })
+    } = job;
+    match work {
+        Work::Synthesize { text, voice } => {
+            let reply = (mailbox.clone(), call_id.clone(), response_id.clone());
+            let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
+                let (mailbox, call_id, response_id) = reply;
+                let result = match outcome {
+                    Outcome::Spoken(speech) => Ok(JobOutput::Speech(speech)),
+                    Outcome::Failed(message) => Err(JobFailure::failed(message)),
+                    Outcome::Cancelled(_) => return,
+                };
+                let done = JobDone {
+                    response_id,
+                    result,
+                };
+                let _ = mailbox.send_blocking(Command::JobDone { call_id, done });
+            });
+            submitted.map_err(|busy| {
+                log::warn!("{call_id}: {response_id} not spoken: {busy}");
+                let done = JobDone {
+                    response_id,
+                    result: Err(JobFailure::busy(busy)),
+                };
+                (call_id, done)
+            })
+        }
+    }
 }

@@ -62,6 +62,34 @@ pub(super) fn fields(ev: &Value) {
             assert_eq!(ev["usage"]["type"], "duration");
             num(&ev["usage"], "seconds");
         }
+        "conversation.item.input_audio_transcription.delta" => {
+            string(ev, "item_id");
+            num(ev, "content_index");
+            string(ev, "delta");
+        }
+        "conversation.item.input_audio_transcription.failed" => {
+            string(ev, "item_id");
+            num(ev, "content_index");
+            string(&ev["error"], "type");
+            string(&ev["error"], "code");
+            string(&ev["error"], "message");
+        }
+        "response.function_call_arguments.delta" | "response.function_call_arguments.done" => {
+            for key in ["response_id", "item_id", "call_id"] {
+                string(ev, key);
+            }
+            num(ev, "output_index");
+            if kind.ends_with("delta") {
+                string(ev, "delta");
+            } else {
+                string(ev, "name");
+                let args = ev["arguments"].as_str().unwrap();
+                assert!(
+                    serde_json::from_str::<Value>(args).is_ok_and(|a| a.is_object()),
+                    "arguments must be a JSON object: {args}"
+                );
+            }
+        }
         "response.created" | "response.done" => response(kind, &ev["response"]),
         "rate_limits.updated" => {
             let limits = ev["rate_limits"].as_array().expect("rate_limits array");
@@ -191,6 +219,12 @@ pub(super) fn item(i: &Value) {
     assert_eq!(i["object"], "realtime.item");
     let status = i["status"].as_str().unwrap();
     assert!(["completed", "incomplete", "in_progress"].contains(&status));
+    if i["type"] == "function_call" {
+        for key in ["name", "call_id", "arguments"] {
+            string(i, key);
+        }
+        return;
+    }
     if i["type"] != "message" {
         return;
     }

@@ -5,14 +5,17 @@
 mod check;
 mod items;
 mod responses;
+mod scripts;
 mod session;
+mod tools;
 mod turn;
 
 use std::collections::HashSet;
 
 use serde_json::{Value, json};
 
-use super::{Action, Conversation, Reply};
+use super::{Action, Conversation};
+use crate::model::Reply;
 
 /// A conversation plus everything it emitted, checked as it is drained.
 pub(super) struct Harness {
@@ -24,7 +27,13 @@ impl Harness {
     /// An opened conversation with `session.created` already drained and checked.
     pub fn open(model: &str) -> Harness {
         let mut h = Harness {
-            c: Conversation::new("sess_test".into(), model),
+            c: Conversation::new(
+                "sess_test".into(),
+                &crate::model::ModelKind::parse(model)
+                    .ok()
+                    .flatten()
+                    .unwrap_or_default(),
+            ),
             seen: HashSet::new(),
         };
         h.c.on_channel_open();

@@ -3,11 +3,12 @@
 use serde_json::json;
 
 use super::{Harness, types};
+use crate::model::ModelKind;
 use crate::realtime::session_limits::{
     DATA_CHANNEL_MESSAGE_LIMIT, MAX_INSTRUCTIONS_BYTES, MAX_SESSION_BYTES,
     MAX_SESSION_UPDATE_BYTES, MAX_TOOL_BYTES, MAX_TOOLS, json_len,
 };
-use crate::realtime::{Behaviour, Conversation, TurnDetection};
+use crate::realtime::{Conversation, TurnDetection};
 
 /// The first update `RealtimeSession` sends (docs/realtime-protocol.md §2, as observed).
 fn sdk_default_update() -> serde_json::Value {
@@ -25,7 +26,7 @@ fn sdk_default_update() -> serde_json::Value {
 
 #[test]
 fn session_created_carries_the_full_default_config() {
-    let mut c = Conversation::new("sess_abc".into(), "echo");
+    let mut c = Conversation::new("sess_abc".into(), &crate::model::ModelKind::Echo);
     c.set_expires_at(1_900_000_000);
     c.on_channel_open();
     c.on_channel_open(); // once only
@@ -64,8 +65,8 @@ fn session_created_carries_the_full_default_config() {
         })
     );
     assert_eq!(
-        (c.model(), c.voice(), c.behaviour()),
-        ("echo", "alloy", Behaviour::Echo)
+        (c.model(), c.voice(), c.model_kind()),
+        ("echo", "alloy", ModelKind::Echo)
     );
 }
 
@@ -90,7 +91,7 @@ fn sdk_default_update_and_tracing_follow_up_are_accepted() {
     );
     // Unknown model names are recorded but keep the behaviour.
     assert_eq!(h.c.model(), "gpt-realtime-2.1");
-    assert_eq!(h.c.behaviour(), Behaviour::Echo);
+    assert_eq!(h.c.model_kind(), ModelKind::Echo);
     let out = h.send(
         json!({"type": "session.update", "session": {"type": "realtime", "tracing": "auto"}}),
     );
@@ -105,17 +106,17 @@ fn sdk_default_update_and_tracing_follow_up_are_accepted() {
 #[test]
 fn model_names_switch_between_echo_and_tts() {
     let mut h = Harness::open("gpt-realtime-2.1");
-    assert_eq!(h.c.behaviour(), Behaviour::Echo);
+    assert_eq!(h.c.model_kind(), ModelKind::Echo);
     h.send(json!({"type": "session.update", "session": {"model": "tts"}}));
-    assert_eq!((h.c.model(), h.c.behaviour()), ("tts", Behaviour::Tts));
+    assert_eq!((h.c.model(), h.c.model_kind()), ("tts", ModelKind::Tts));
     h.send(json!({"type": "session.update", "session": {"model": "gpt-realtime-2.1"}}));
     assert_eq!(
-        (h.c.model(), h.c.behaviour()),
-        ("gpt-realtime-2.1", Behaviour::Tts)
+        (h.c.model(), h.c.model_kind()),
+        ("gpt-realtime-2.1", ModelKind::Tts)
     );
     h.send(json!({"type": "session.update", "session": {"model": "echo"}}));
-    assert_eq!(h.c.behaviour(), Behaviour::Echo);
-    assert_eq!(Harness::open("tts").c.behaviour(), Behaviour::Tts);
+    assert_eq!(h.c.model_kind(), ModelKind::Echo);
+    assert_eq!(Harness::open("tts").c.model_kind(), ModelKind::Tts);
 }
 
 #[test]

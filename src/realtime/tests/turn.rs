@@ -416,11 +416,22 @@ fn input_transcription_reports_honestly_and_updates_the_item() {
         .iter()
         .position(|t| *t == "conversation.item.done")
         .unwrap();
+    // A delta per word, then completed.
+    let delta = "conversation.item.input_audio_transcription.delta";
     assert_eq!(
-        t[done + 1],
-        "conversation.item.input_audio_transcription.completed"
+        t[done + 1..done + 5],
+        [
+            delta,
+            delta,
+            delta,
+            "conversation.item.input_audio_transcription.completed"
+        ]
     );
-    let ev = &frames[done + 1];
+    let deltas: Vec<&str> = (1..4)
+        .map(|i| frames[done + i]["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(deltas, ["[speech,", " 2.4", " s]"]);
+    let ev = &frames[done + 4];
     let user_id = frames[0]["item_id"].as_str().unwrap();
     assert_eq!(ev["item_id"], user_id);
     assert_eq!(ev["transcript"], "[speech, 2.4 s]");

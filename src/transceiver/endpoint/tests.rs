@@ -24,7 +24,7 @@ use rtc::rtp_transceiver::rtp_sender::{
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
-use super::{EndReason, Endpoint, Synthesis};
+use super::{CallJob, EndReason, Endpoint};
 use crate::routing::RouteKeys;
 use crate::routing::link::LinkHeader;
 use crate::transceiver::{AnswerCandidate, Lifecycle, SessionState, TransceiverConfig};
@@ -214,8 +214,8 @@ struct Net {
     peers: Vec<(Peer, Path, String)>,
     /// Datagrams the endpoint sent that no peer was at (a forger's, say), by destination.
     stray: Vec<SocketAddr>,
-    /// Speech the endpoint asked for, as the worker would take it to the synthesis pool.
-    synthesis: Vec<Synthesis>,
+    /// Jobs the endpoint asked for, as the worker would take them (speech to the pool).
+    synthesis: Vec<CallJob>,
 }
 
 fn lifecycle() -> Lifecycle {
@@ -255,7 +255,11 @@ impl Net {
         let (mut peer, offer) = Peer::new(self.now, addr);
         let created = self
             .ep
-            .create_call(self.now, offer, model.into())
+            .create_call(
+                self.now,
+                offer,
+                crate::model::ModelKind::parse(model).unwrap().unwrap(),
+            )
             .expect("answer");
         peer.answer(self.now, created.answer_sdp);
         self.peers.push((peer, path, created.call_id));
@@ -302,7 +306,7 @@ impl Net {
                     None => self.stray.push(client),
                 }
             }
-            while let Some(s) = self.ep.poll_synthesis() {
+            while let Some(s) = self.ep.poll_job() {
                 self.synthesis.push(s);
             }
             if !moved {
@@ -547,7 +551,7 @@ fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_address() {
     let (mut peer, offer) = Peer::new(net.now, "198.51.100.7:50000");
     let created = net
         .ep
-        .create_call(net.now, offer, "loopback".into())
+        .create_call(net.now, offer, crate::model::ModelKind::Loopback)
         .unwrap();
     let server_ufrag = ice_ufrag(&created.answer_sdp).to_owned();
     peer.answer(net.now, created.answer_sdp);
@@ -646,7 +650,7 @@ fn closing_the_endpoint_tells_every_client_at_once() {
 #[test]
 fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() {
     use crate::audio::tts::{self, CancelToken, Synth};
-    use crate::transceiver::media::TtsFailure;
+    use crate::transceiver::media::{JobDone, JobFailure, JobOutput, Work};
     use serde_json::json;
 
     let mut net = Net::new();
@@ -655,7 +659,7 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         !n.peers[a].0.events_of("session.created").is_empty()
     }));
     let call_id = net.peers[a].2.clone();
-    let create = |net: &mut Net, n: u32, text: &str| -> Synthesis {
+    let create = |net: &mut Net, n: u32, text: &str| -> CallJob {
         let now = net.now;
         net.peers[a].0.send_event(
             now,
@@ -666,8 +670,9 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         assert_eq!(net.synthesis.len(), 1, "one job per spoken response");
         let s = net.synthesis.pop().unwrap();
         assert_eq!(s.call_id, call_id);
-        assert_eq!(s.request.text, text);
-        assert!(!s.request.cancel.is_cancelled());
+        let Work::Synthesize { text: asked, .. } = &s.job.work;
+        assert_eq!(asked, text);
+        assert!(!s.job.cancel.is_cancelled());
         s
     };
 
@@ -678,12 +683,11 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         workers: tts::pool::WORKERS,
     };
     let now = net.now;
-    net.ep.tts_ready(
-        now,
-        &call_id,
-        &refused.request.response_id,
-        Err(TtsFailure::busy(busy)),
-    );
+    let done = JobDone {
+        response_id: refused.job.response_id.clone(),
+        result: Err(JobFailure::busy(busy)),
+    };
+    net.ep.job_done(now, &call_id, done);
     net.exchange();
     let peer = &net.peers[a].0;
     let errors = peer.events_of("error");
@@ -705,7 +709,7 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
     );
     assert_eq!(
         peer.events_of("output_audio_buffer.stopped")[0]["response_id"],
-        refused.request.response_id
+        refused.job.response_id
     );
 
     // The call goes on: the next response is spoken and completes.
@@ -713,8 +717,11 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
     let speech =
         tts::synthesize_with("Still here.", "alloy", Synth::Shipped, &CancelToken::new()).unwrap();
     let now = net.now;
-    net.ep
-        .tts_ready(now, &call_id, &spoken.request.response_id, Ok(speech));
+    let done = JobDone {
+        response_id: spoken.job.response_id.clone(),
+        result: Ok(JobOutput::Speech(speech)),
+    };
+    net.ep.job_done(now, &call_id, done);
     assert!(net.run_until(Duration::from_secs(10), |n| {
         n.peers[a].0.events_of("response.done").len() == 2
     }));
@@ -732,7 +739,7 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         .0
         .send_event(now, json!({"type": "response.cancel"}));
     net.run(Duration::from_millis(50));
-    assert!(cancelled.request.cancel.is_cancelled());
+    assert!(cancelled.job.cancel.is_cancelled());
     assert_eq!(
         net.peers[a].0.events_of("response.done")[2]["response"]["status"],
         "cancelled"
@@ -742,7 +749,7 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
     let orphaned = create(&mut net, 4, "Nobody will hear this.");
     let now = net.now;
     assert!(net.ep.hangup(now, &call_id));
-    assert!(orphaned.request.cancel.is_cancelled());
+    assert!(orphaned.job.cancel.is_cancelled());
     net.run(Duration::from_secs(1));
     net.assert_clean();
 }
@@ -930,7 +937,10 @@ fn an_offer_full_of_mdns_candidates_sends_nothing_and_still_connects() {
             }
         }
     }
-    let created = net.ep.create_call(net.now, sdp, "loopback".into()).unwrap();
+    let created = net
+        .ep
+        .create_call(net.now, sdp, crate::model::ModelKind::Loopback)
+        .unwrap();
     for _ in 0..20 {
         net.now += Duration::from_millis(100);
         net.ep.handle_timeout(net.now);
