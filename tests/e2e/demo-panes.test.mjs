@@ -299,6 +299,59 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
     });
   });
 
+  // fixtures/scripts/weather.json: turn 0 says a line and calls get_weather; the tool output is spoken
+  // back; "again" fails (server_error), "long" is cut short (incomplete). Skipped where there are no
+  // scripted models.
+  test('script:weather: tool call, auto-reply, the answer; failed and incomplete responses shown with their status', { timeout: 60_000 }, async (t) => {
+    await withPage(quiet, async ({ page }) => {
+      await page.selectOption('#model', 'script:');
+      await page.fill('#script-name', 'weather');
+      await page.click('#start');
+      await page.waitForFunction(() => window.voiceEdge.events.includes('session.updated') || window.voiceEdge.state === 'failed', null, {
+        timeout: 15_000,
+      });
+      const st = await page.evaluate(() => ({ state: window.voiceEdge.state, error: window.voiceEdge.error }));
+      if (st.state === 'failed' && /model|script/i.test(String(st.error))) {
+        t.skip(`no scripted models on this build: ${st.error}`);
+        return;
+      }
+      assert.equal(st.state, 'connected', `call failed: ${st.error}`);
+      await page.check('#tool-autoreply');
+      const say = async (text) => {
+        await page.fill('#text', text);
+        await page.press('#text', 'Enter');
+      };
+      const doneCount = () => page.evaluate(() => window.voiceEdge.events.filter((e) => e === 'response.done').length);
+
+      // Turn 0: a line, the call (auto-replied), then the answer that speaks the output.
+      await say('hello');
+      await page.waitForFunction(() => window.voiceEdge.toolCalls.some((c) => c.replied), null, { timeout: 15_000 });
+      await page.waitForFunction(
+        () => window.voiceEdge.conversation.some((e) => e.role === 'assistant' && e.final && /^Here is the weather in Paris/.test(e.text)),
+        null,
+        { timeout: 15_000 },
+      );
+      const conv = await page.evaluate(() => window.voiceEdge.conversation);
+      const call = conv.find((e) => e.kind === 'function_call');
+      assert.equal(call.name, 'get_weather');
+      assert.deepEqual(JSON.parse(call.args), { city: 'Paris', unit: 'celsius' });
+      assert.equal(call.output, '{"temperature_c": 21, "conditions": "sunny"}', 'the output, as the server echoed it, under the call');
+      assert.ok(conv.some((e) => e.role === 'assistant' && e.text === 'Let me check the weather in Paris.'), JSON.stringify(conv));
+
+      // "again" fails, "long" is cut short: both shown with their response.done status.
+      let n = await doneCount();
+      await say('again');
+      await page.waitForFunction((k) => window.voiceEdge.events.filter((e) => e === 'response.done').length > k, n, { timeout: 10_000 });
+      n = await doneCount();
+      await say('long');
+      await page.waitForFunction((k) => window.voiceEdge.events.filter((e) => e === 'response.done').length > k, n, { timeout: 10_000 });
+      const statuses = await page.$$eval('#conversation .turn.status .text', (els) => els.map((e) => e.textContent));
+      assert.ok(statuses.some((s) => /failed/.test(s)), `failed response shown: ${JSON.stringify(statuses)}`);
+      assert.ok(statuses.some((s) => /incomplete/.test(s)), `incomplete response shown: ${JSON.stringify(statuses)}`);
+      console.log(`demo panes: script:weather statuses shown: ${statuses.join(' | ')}`);
+    });
+  });
+
   test('faults: a network loss fault → packetsLost rises in the stats pane; clear', { timeout: 60_000 }, async (t) => {
     await withPage(browser, async ({ page }) => {
       await connect(page, 'loopback');
