@@ -98,7 +98,8 @@ export VOICE_EDGE_BIN
 # ---------------------------------------------------------------------------------------------------------
 # 3. End to end: headless chromium, fake microphone (fixtures/*.wav): demo page → echo; the official
 #    @openai/agents-realtime SDK (realtime-sdk.test.mjs) and the plain WebRTC flow (plain-flow.test.mjs);
-#    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs).
+#    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs);
+#    per-call faults seen by Chromium's stack (faults.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

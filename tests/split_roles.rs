@@ -174,6 +174,27 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
     assert!(ga >= 27 && gb >= 27, "echo a={ga}/30 b={gb}/30");
     assert_eq!(cluster.relay.counters().flows_created, 2);
 
+    // Faults cross the control API to the call's transceiver, and its state comes back.
+    let faults = format!("{}/faults", a.response.headers["location"]);
+    let r = common::http_post(
+        http,
+        &faults,
+        "application/json",
+        br#"{"type":"network","delay_ms":30,"loss":0.0}"#,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["network"]["delay_ms"], 30, "{v}");
+    assert!(
+        a.echo_round(0xD3, 10).await >= 9,
+        "echo under a 30 ms delay"
+    );
+    let r = common::http_request("DELETE", http, &faults, "application/json", b"").await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    assert!(v["network"].is_null(), "{v}");
+
     // One after the other, faster than heartbeats: each answer brings the transceiver's load
     // back, so placement does not wait a heartbeat to see the call it just placed.
     let c = Client::call(http, "/v1/realtime/calls?model=loopback").await;
@@ -242,6 +263,24 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
     let r = common::http_post(http, &format!("{location}/hangup"), "application/json", b"").await;
     assert_eq!(r.status, 200, "{}", r.body);
     a.wait_told_closed(Duration::from_secs(3)).await;
+    // So does the call's event log, which outlives it.
+    let r = http_get(http, &format!("{location}/events")).await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert_eq!(r.headers["content-type"], "application/jsonl");
+    let first: serde_json::Value = serde_json::from_str(r.body.lines().next().unwrap()).unwrap();
+    assert_eq!(first["event"]["type"], "session.created", "{}", r.body);
+    let n = r.body.lines().count();
+    let r = http_get(http, &format!("{location}/events?since={n}")).await;
+    assert_eq!((r.status, r.body.as_str()), (200, ""));
+    // A well-formed id the transceiver does not know: its 404 crosses back as signaling's.
+    let unknown = format!(
+        "{}{}",
+        &location[..location.len() - 1],
+        if location.ends_with('0') { '1' } else { '0' }
+    );
+    let r = http_get(http, &format!("{unknown}/events")).await;
+    assert_eq!(r.status, 404, "{}", r.body);
+    assert!(r.body.contains("call_not_found"), "{}", r.body);
     b.pc.close().await.unwrap();
     cluster.stop().await;
 }

@@ -247,6 +247,32 @@ impl TransceiverControl for RemoteTransceiver {
             .await
             .map(|_| ())
     }
+
+    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError> {
+        let (_, events) = self
+            .request::<(), wire::Events>(
+                hyper::Method::GET,
+                &format!("/calls/{}/events?since={since}", urlencode(&call_id)),
+                None,
+            )
+            .await?;
+        Ok(events.map(|e| e.jsonl))
+    }
+
+    async fn call_fault(
+        &self,
+        call_id: String,
+        fault: crate::transceiver::faults::Fault,
+    ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
+        let (_, state) = self
+            .request::<_, crate::transceiver::faults::FaultState>(
+                hyper::Method::POST,
+                &format!("/calls/{}/faults", urlencode(&call_id)),
+                Some(&fault),
+            )
+            .await?;
+        Ok(state)
+    }
 }
 
 /// Call ids are `rtc_` plus URL-safe characters; anything else is escaped rather than trusted.

@@ -68,4 +68,16 @@ impl TransceiverControl for TransceiverHandle {
         TransceiverHandle::drain(self);
         Ok(())
     }
+
+    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError> {
+        Ok(TransceiverHandle::call_events(self, call_id, since).await)
+    }
+
+    async fn call_fault(
+        &self,
+        call_id: String,
+        fault: crate::transceiver::faults::Fault,
+    ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
+        TransceiverHandle::call_fault(self, call_id, fault).await
+    }
 }

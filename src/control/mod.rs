@@ -17,6 +17,7 @@ pub use client::RemoteTransceiver;
 
 use serde_json::Value;
 
+use crate::transceiver::faults::{Fault, FaultState};
 use crate::transceiver::{CallError, CallInfo, CreatedCall};
 
 /// What signaling can ask of one transceiver, wherever it runs.
@@ -53,6 +54,20 @@ pub trait TransceiverControl: Send + Sync {
     async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError>;
     /// Stops taking new calls; live ones continue until they end.
     async fn drain(&self) -> Result<(), CallError>;
+    /// The call's event log from `since` as JSON Lines (live, or ended within the last minutes:
+    /// see [`crate::transceiver::event_log`]); `Ok(None)` when this transceiver has none.
+    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError>;
+    /// Injects a fault into a call (`POST …/faults`, see [`crate::transceiver::faults`]);
+    /// `Ok(None)` when the call is not here, else its fault state after the change. The default
+    /// is for implementations that hold no calls (test fakes).
+    async fn call_fault(
+        &self,
+        call_id: String,
+        fault: Fault,
+    ) -> Result<Option<FaultState>, CallError> {
+        let _ = (call_id, fault);
+        Err(CallError::Unavailable(self.id()))
+    }
 }
 
 /// Compares a presented secret with the expected one in time independent of where they differ,

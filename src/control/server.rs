@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
-use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -35,7 +35,9 @@ pub fn router(transceiver: Arc<dyn TransceiverControl>, secret: &str) -> Router 
         .route(&format!("{PREFIX}/calls/{{id}}"), patch(renegotiate))
         .route(&format!("{PREFIX}/calls/{{id}}/hangup"), post(hangup))
         .route(&format!("{PREFIX}/drain"), post(drain))
+        .route(&format!("{PREFIX}/calls/{{id}}/faults"), post(call_fault))
         .route(&format!("{PREFIX}/status"), get(status))
+        .route(&format!("{PREFIX}/calls/{{id}}/events"), get(events))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such control path") })
         .layer(DefaultBodyLimit::max(
             crate::signaling::MAX_OFFER_BYTES + 1024,
@@ -136,6 +138,22 @@ async fn hangup(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
     }
 }
 
+async fn call_fault(
+    State(ctx): State<Ctx>,
+    Path(id): Path<String>,
+    body: Result<Json<crate::transceiver::faults::Fault>, JsonRejection>,
+) -> Response {
+    let fault = match body {
+        Ok(Json(f)) => f,
+        Err(e) => return bad_body(e),
+    };
+    match ctx.transceiver.call_fault(id, fault).await {
+        Ok(Some(state)) => Json(state).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
+        Err(e) => call_error(e),
+    }
+}
+
 async fn list(State(ctx): State<Ctx>) -> Response {
     match ctx.transceiver.list_calls().await {
         Ok(calls) => Json(wire::Calls { calls }).into_response(),
@@ -146,6 +164,18 @@ async fn list(State(ctx): State<Ctx>) -> Response {
 async fn drain(State(ctx): State<Ctx>) -> Response {
     match ctx.transceiver.drain().await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
+        Err(e) => call_error(e),
+    }
+}
+
+async fn events(
+    State(ctx): State<Ctx>,
+    Path(id): Path<String>,
+    Query(q): Query<wire::EventsQuery>,
+) -> Response {
+    match ctx.transceiver.call_events(id, q.since).await {
+        Ok(Some(jsonl)) => Json(wire::Events { jsonl }).into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
         Err(e) => call_error(e),
     }
 }
@@ -231,6 +261,9 @@ mod tests {
         async fn drain(&self) -> Result<(), CallError> {
             self.draining.store(true, Ordering::Relaxed);
             Ok(())
+        }
+        async fn call_events(&self, id: String, since: u64) -> Result<Option<String>, CallError> {
+            Ok((id == "rtc_x").then(|| format!("{{\"seq\":{since}}}\n")))
         }
     }
 
@@ -328,6 +361,25 @@ mod tests {
         assert_eq!((status, code(&body)), (404, "call_not_found"));
         let (status, body) = send(&app, "GET", "/nowhere", s, "").await;
         assert_eq!((status, code(&body)), (404, "not_found"));
+    }
+
+    #[tokio::test]
+    async fn event_logs_travel_as_json_lines_inside_json() {
+        let app = router(Arc::new(Fake::default()), "s");
+        let (status, body) = send(&app, "GET", "/calls/rtc_x/events?since=3", Some("s"), "").await;
+        assert_eq!(
+            (status, body["jsonl"].as_str()),
+            (200, Some("{\"seq\":3}\n"))
+        );
+        let (status, body) = send(&app, "GET", "/calls/rtc_x/events", Some("s"), "").await;
+        assert_eq!(
+            (status, body["jsonl"].as_str()),
+            (200, Some("{\"seq\":0}\n"))
+        );
+        let (status, body) = send(&app, "GET", "/calls/rtc_y/events", Some("s"), "").await;
+        assert_eq!((status, code(&body)), (404, "call_not_found"));
+        let (status, _) = send(&app, "GET", "/calls/rtc_x/events", None, "").await;
+        assert_eq!(status, 401);
     }
 
     #[tokio::test]

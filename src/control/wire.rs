@@ -102,6 +102,19 @@ pub struct ErrorBody {
     pub message: String,
 }
 
+/// A call's event log: JSON Lines inside JSON, so it travels through the same request code as
+/// every other reply.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct Events {
+    pub jsonl: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+pub struct EventsQuery {
+    #[serde(default)]
+    pub since: u64,
+}
+
 /// A call error as a status and a code; [`call_error`] reads it back, so a bad offer stays the
 /// client's 400 and a stopped transceiver stays a 503 across the network.
 pub fn error_parts(e: &CallError) -> (u16, &'static str) {
@@ -112,6 +125,7 @@ pub fn error_parts(e: &CallError) -> (u16, &'static str) {
         CallError::Unavailable(_) => (503, "unavailable"),
         CallError::Full(_, r) => (503, r.code()),
         CallError::Control(_) => (502, "control"),
+        CallError::FaultRefused(_) => (409, "fault_refused"),
     }
 }
 
@@ -129,6 +143,7 @@ pub fn call_error(id: u16, status: u16, body: &str) -> CallError {
             AnswerError::Negotiation(strip(&message, "could not answer the offer: ")).into()
         }
         "unavailable" => CallError::Unavailable(id),
+        "fault_refused" => CallError::FaultRefused(message),
         c if Refusal::from_code(c).is_some() => CallError::Full(id, Refusal::from_code(c).unwrap()),
         _ => CallError::Control(format!(
             "transceiver {id} answered {status}: {code} {message}"

@@ -21,6 +21,7 @@
 
 mod client;
 mod events;
+mod expiry;
 mod input;
 mod items;
 mod prompt;

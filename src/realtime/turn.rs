@@ -22,9 +22,6 @@ use super::tool_calls::PlannedCall;
 use super::{Action, Conversation};
 use crate::model::{Ending, Plan, Reply, ResponseContext};
 
-/// The Realtime API's message when a session reaches its maximum duration.
-pub(super) const SESSION_EXPIRED: &str = "Your session hit the maximum duration of 60 minutes.";
-
 /// How a response ends, for its `.done` events.
 enum End<'a> {
     Completed,
@@ -409,17 +406,13 @@ impl Conversation {
                 self.out.error(error.clone());
                 self.finish(End::Failed(&error));
             }
-            Ending::SessionExpired => self.expire_after_response(),
+            Ending::SessionExpired => self.expire_session(),
         }
     }
 
-    /// The session ends: the `error` the service sends, the response failed with it, and the
-    /// call closed once these events are out.
-    fn expire_after_response(&mut self) {
-        let error = ClientError::new("session_expired", SESSION_EXPIRED);
-        self.out.error(error.clone());
-        self.finish(End::Failed(&error));
-        self.out.act(Action::EndCall);
+    /// Ends the active response `failed` with `error` (already sent as an `error` event).
+    pub(super) fn fail_active(&mut self, error: &ClientError) {
+        self.finish(End::Failed(error));
     }
 
     /// Stops and cancels the active response: `StopAudio`, the cancelled `.done` events, then

@@ -134,6 +134,12 @@ pub(super) async fn action(
     State(sig): State<Signaling>,
     Path(name): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
+    run_action(&sig, name).await.map(Json)
+}
+
+/// Runs admin action `name` if this process offers it and `--dev-admin` allows it: the one
+/// gate for `/admin/actions/{name}` and the `relay_restart` fault.
+pub(super) async fn run_action(sig: &Signaling, name: String) -> Result<Value, ApiError> {
     let admin = match sig.admin.clone() {
         AdminActions::Enabled(admin) => admin,
         AdminActions::Disabled => {
@@ -155,6 +161,5 @@ pub(super) async fn action(
     tokio::task::spawn_blocking(move || admin(&name))
         .await
         .map_err(|e| ApiError::unavailable(e.to_string()))?
-        .map(Json)
         .map_err(|e| ApiError::invalid("admin_action_failed", e))
 }

@@ -331,6 +331,45 @@ pub(super) async fn hangup(
     }
 }
 
+#[derive(Deserialize)]
+pub(super) struct EventsQuery {
+    /// Only events with `seq >= since`, so a test or page can poll for what is new.
+    #[serde(default)]
+    since: u64,
+}
+
+/// `GET /v1/realtime/calls/{id}/events`: every Realtime event of the call, both directions, as
+/// JSON Lines (see [`crate::transceiver::event_log`]), for test assertions and bug reports.
+/// Whoever may hang the call up may read it, and still can for a few minutes after it ended.
+pub(super) async fn events(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+    q: Result<Query<EventsQuery>, QueryRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let t = owned_call(&sig, bearer(&headers), &id)?;
+    let Query(q) = q.map_err(|e| {
+        ApiError::invalid(
+            "invalid_query",
+            format!("bad query string (expected ?since=SEQ): {}", e.body_text()),
+        )
+    })?;
+    let jsonl = t
+        .call_events(id.clone(), q.since)
+        .await
+        .map_err(call_error)?
+        .ok_or_else(|| call_not_found(&id))?;
+    Ok((
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/jsonl"),
+        )],
+        jsonl,
+    )
+        .into_response())
+}
+
 /// `PATCH /v1/realtime/calls/{id}` with a new SDP offer for a live call, typically an ICE
 /// restart after the client's network changed (`pc.restartIce()` then a new offer). The call
 /// keeps its id, its session and its DTLS association; the body of the 200 is the answer.
@@ -362,7 +401,7 @@ pub(super) async fn renegotiate(
 
 /// The transceiver holding call `id`, if `key` may act on it. Authorized before the call is
 /// looked up, so a stranger learns nothing about which ids are live.
-fn owned_call(
+pub(super) fn owned_call(
     sig: &Signaling,
     key: Option<&str>,
     id: &str,
@@ -371,7 +410,7 @@ fn owned_call(
     sig.transceiver_of(id).ok_or_else(|| call_not_found(id))
 }
 
-fn call_not_found(id: &str) -> ApiError {
+pub(super) fn call_not_found(id: &str) -> ApiError {
     ApiError::invalid("call_not_found", format!("no live call {id:?}"))
         .with_status(StatusCode::NOT_FOUND)
 }
@@ -383,8 +422,11 @@ fn at_capacity(why: &str) -> ApiError {
 }
 
 /// A bad offer is the client's fault (400); a stopped transceiver is ours (503).
-fn call_error(e: CallError) -> ApiError {
+pub(super) fn call_error(e: CallError) -> ApiError {
     match e {
+        CallError::FaultRefused(m) => {
+            ApiError::invalid("fault_refused", m).with_status(StatusCode::CONFLICT)
+        }
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
         CallError::Full(..) => at_capacity(&e.to_string()),
         CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),

@@ -24,6 +24,8 @@ pub struct ApiError {
     /// Seconds after which the same request may succeed (`Retry-After`), for refusals that are
     /// about capacity rather than the request.
     pub retry_after: Option<u64>,
+    /// The request parameter that was wrong, when one was (`error.param`).
+    pub param: Option<String>,
 }
 
 impl ApiError {
@@ -34,7 +36,13 @@ impl ApiError {
             code,
             message: message.into(),
             retry_after: None,
+            param: None,
         }
+    }
+
+    pub fn with_param(mut self, param: impl Into<String>) -> Self {
+        self.param = Some(param.into());
+        self
     }
 
     pub fn with_status(mut self, status: StatusCode) -> Self {
@@ -52,6 +60,7 @@ impl ApiError {
             code: "no_capacity",
             message: message.into(),
             retry_after: None,
+            param: None,
         }
     }
 
@@ -63,7 +72,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = json!({"error": {"message": self.message, "type": self.kind, "code": self.code, "param": null}});
+        let body = json!({"error": {"message": self.message, "type": self.kind, "code": self.code, "param": self.param}});
         let mut resp = (self.status, Json(body)).into_response();
         if let Some(s) = self.retry_after {
             resp.headers_mut()

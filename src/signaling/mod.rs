@@ -14,6 +14,7 @@ mod admin_access;
 pub mod call_limits;
 mod calls;
 mod errors;
+mod faults;
 pub mod keys;
 pub mod offer_check;
 mod placement;
@@ -157,7 +158,13 @@ impl Signaling {
     fn routes(self, admin: bool) -> Router {
         let cors = CorsLayer::new()
             .allow_origin(Any)
-            .allow_methods([Method::GET, Method::POST, Method::PATCH, Method::OPTIONS])
+            .allow_methods([
+                Method::GET,
+                Method::POST,
+                Method::PATCH,
+                Method::DELETE,
+                Method::OPTIONS,
+            ])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,
@@ -175,6 +182,13 @@ impl Signaling {
             .route("/v1/realtime/calls", post(calls::create_call))
             .route("/v1/realtime/calls/{id}", patch(calls::renegotiate))
             .route("/v1/realtime/calls/{id}/hangup", post(calls::hangup))
+            .route("/v1/realtime/calls/{id}/events", get(calls::events))
+            .route(
+                "/v1/realtime/calls/{id}/faults",
+                post(faults::inject)
+                    .get(faults::status)
+                    .delete(faults::clear),
+            )
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/health", get(|| async { "ok\n" }))
             .fallback(any(web::serve))
@@ -223,6 +237,7 @@ fn key_error(e: keys::KeyError) -> ApiError {
         code,
         message: e.message().to_owned(),
         retry_after: None,
+        param: None,
     }
 }
 

@@ -30,6 +30,8 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
+use super::event_log::{self, EndedLogs, SharedEndedLogs};
+use super::faults::{Fault, FaultState, Inbound};
 use super::media::{Job, JobDone};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
@@ -73,6 +75,7 @@ pub enum EndReason {
     Shutdown,
     /// Its processing panicked (see [`Endpoint::isolate`]).
     Panicked,
+    /// It hit its maximum duration (a scripted `session_expired`, or the fault).
     SessionExpired,
 }
 
@@ -87,6 +90,9 @@ pub struct Endpoint {
     by_ufrag: HashMap<String, Key>,
     by_addr: HashMap<SocketAddr, Key>,
     by_call: HashMap<String, Key>,
+    /// Clients whose NAT rebinding is emulated (see [`super::faults`]): their real address and
+    /// the one datagrams from it are presented as. Empty unless a test asked for one.
+    nat_seen: HashMap<SocketAddr, SocketAddr>,
     timers: BinaryHeap<Reverse<(Instant, Key)>>,
     next_key: Key,
     transmits: VecDeque<Transmit>,
@@ -104,6 +110,8 @@ pub struct Endpoint {
     /// The latest timer since [`Endpoint::take_max_timer_lag`] last asked.
     max_timer_lag: Duration,
     last_housekeeping: Instant,
+    /// Where ended calls' event logs go: the transceiver's, shared by its workers.
+    ended_logs: SharedEndedLogs,
 }
 
 impl Endpoint {
@@ -123,6 +131,7 @@ impl Endpoint {
             by_ufrag: HashMap::new(),
             by_addr: HashMap::new(),
             by_call: HashMap::new(),
+            nat_seen: HashMap::new(),
             timers: BinaryHeap::new(),
             next_key: 1,
             transmits: VecDeque::new(),
@@ -137,7 +146,21 @@ impl Endpoint {
             timer_lag: Default::default(),
             max_timer_lag: Duration::ZERO,
             last_housekeeping: now,
+            ended_logs: EndedLogs::shared(),
         }
+    }
+
+    /// Puts ended calls' event logs in `logs` (the transceiver's, which its handle reads)
+    /// instead of this endpoint's own.
+    pub fn share_ended_logs(&mut self, logs: SharedEndedLogs) {
+        self.ended_logs = logs;
+    }
+
+    /// A live call's event log from `since` as JSON Lines (see [`super::event_log`]); `None`
+    /// when the call is not live here (an ended call's log is in the shared store).
+    pub fn call_events(&self, call_id: &str, since: u64) -> Option<String> {
+        let key = self.by_call.get(call_id)?;
+        Some(self.sessions.get(key)?.event_log().render(since))
     }
 
     /// Live calls.
@@ -207,6 +230,117 @@ impl Endpoint {
         }
         self.after_input(key, now);
         r
+    }
+
+    /// Injects a fault into a call (see [`super::faults`]): `None` when the call is not here,
+    /// else its fault state after the change, or why the call cannot take it.
+    pub fn fault(
+        &mut self,
+        now: Instant,
+        call_id: &str,
+        fault: Fault,
+    ) -> Option<Result<FaultState, String>> {
+        let key = *self.by_call.get(call_id)?;
+        // Seeds differ per call and per change; determinism is for the impairment's own tests.
+        let seed = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.next_key.rotate_left(17);
+        self.next_key += 1;
+        match fault {
+            Fault::Status => {}
+            Fault::Network(spec) => self.set_network(now, key, Some(spec), seed),
+            Fault::ClearNetwork => self.set_network(now, key, None, seed),
+            Fault::Blackout { duration_ms } => {
+                let s = self.sessions.get_mut(&key)?;
+                s.faults
+                    .get_or_insert_default()
+                    .blackout(now, Duration::from_millis(duration_ms));
+                log::info!("{call_id}: fault: blackout for {duration_ms} ms");
+            }
+            Fault::NatRebind => {
+                if let Err(e) = self.nat_rebind(key) {
+                    return Some(Err(e));
+                }
+            }
+            Fault::SessionExpired => {
+                let s = self.sessions.get_mut(&key)?;
+                // Long enough for the error event to cross whatever delay the call was given.
+                let held = s
+                    .faults
+                    .as_ref()
+                    .and_then(|f| f.state(now).network)
+                    .map_or(0, |n| 2 * u64::from(n.delay_ms + n.jitter_ms));
+                let grace = Duration::from_millis(1000 + held);
+                log::info!("{call_id}: fault: session expired, closing in {grace:?}");
+                self.isolate(now, key, |s| s.expire(now, grace));
+                self.after_input(key, now);
+            }
+        }
+        let s = self.sessions.get(&key)?;
+        Some(Ok(s
+            .faults
+            .as_ref()
+            .map(|f| f.state(now))
+            .unwrap_or_default()))
+    }
+
+    /// Replaces a call's network impairment; what the old one held is delivered now.
+    fn set_network(
+        &mut self,
+        now: Instant,
+        key: Key,
+        spec: Option<super::faults::NetworkSpec>,
+        seed: u64,
+    ) {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        if spec.is_none() && s.faults.is_none() {
+            return;
+        }
+        log::info!("{}: fault: network {spec:?}", s.call_id);
+        let (inbound, outbound) = s.faults.get_or_insert_default().set_network(spec, seed);
+        self.transmits.extend(outbound);
+        for d in inbound {
+            self.deliver(now, key, d);
+        }
+        self.release_due(now, key);
+        self.reschedule(key, now);
+    }
+
+    /// Emulates the client's NAT giving it a new external port (see [`super::faults`]): from
+    /// now on the call's datagrams arrive from the same IP at another port, which the call
+    /// accepts only through its normal path (an authenticated binding request).
+    fn nat_rebind(&mut self, key: Key) -> Result<(), String> {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return Ok(());
+        };
+        let faults = s.faults.get_or_insert_default();
+        let (real, before) = match (faults.nat, s.client) {
+            (Some(n), _) => (n.real, n.seen),
+            (None, Some(c)) => (c, c),
+            (None, None) => {
+                return Err(format!(
+                    "call {} has no client address yet: nothing to rebind",
+                    s.call_id
+                ));
+            }
+        };
+        // The next port up that is neither the real one, the one it was last seen at, nor any
+        // address a call here already answers to.
+        let mut port = before.port();
+        let seen = loop {
+            port = if port >= 65000 { 1024 } else { port + 1 };
+            let a = SocketAddr::new(real.ip(), port);
+            if a != real && a != before && !self.by_addr.contains_key(&a) {
+                break a;
+            }
+        };
+        faults.rebind(real, seen);
+        log::info!(
+            "{}: fault: NAT rebinding, {real} now seen as {seen}",
+            s.call_id
+        );
+        self.nat_seen.insert(real, seen);
+        Ok(())
     }
 
     /// A job's result for a call's response (see [`Endpoint::poll_job`]).
@@ -288,6 +422,11 @@ impl Endpoint {
         if payload.is_empty() {
             return;
         }
+        let client = if self.nat_seen.is_empty() {
+            client
+        } else {
+            self.nat_seen.get(&client).copied().unwrap_or(client)
+        };
         let mut consent = false;
         let key = match classify(payload[0]) {
             PacketKind::Stun => match peek_binding_username(payload) {
@@ -305,6 +444,44 @@ impl Endpoint {
             self.dropped_unknown += 1;
             return;
         };
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        if let Some(f) = &mut s.faults {
+            let d = Inbound {
+                via,
+                client,
+                consent,
+                payload: BytesMut::from(payload),
+            };
+            if let Some(d) = f.from_client(now, d) {
+                self.deliver(now, key, d);
+            }
+            self.release_due(now, key);
+            self.reschedule(key, now);
+            return;
+        }
+        self.deliver(
+            now,
+            key,
+            Inbound {
+                via,
+                client,
+                consent,
+                payload: BytesMut::from(payload),
+            },
+        );
+    }
+
+    /// Hands a client's datagram to its call's stack, moving the call's address if it is an
+    /// authenticated check from a new one.
+    fn deliver(&mut self, now: Instant, key: Key, d: Inbound) {
+        let Inbound {
+            via,
+            client,
+            consent,
+            payload,
+        } = d;
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
@@ -343,7 +520,7 @@ impl Endpoint {
                 ecn: None,
                 transport_protocol: TransportProtocol::UDP,
             },
-            message: BytesMut::from(payload),
+            message: payload,
         };
         if let Some(Err(e)) = self.isolate(now, key, |s| s.pc.handle_read(msg)) {
             log::debug!("{key}: handle_read: {e}");
@@ -363,7 +540,7 @@ impl Endpoint {
         let mut transmits = std::mem::take(&mut self.transmits);
         let driven = self.isolate(now, key, |s| {
             s.drive(now);
-            drain_session(s, &mut transmits);
+            drain_session(s, now, &mut transmits);
         });
         self.transmits = transmits;
         if driven.is_none() {
@@ -389,20 +566,52 @@ impl Endpoint {
                 job,
             });
         }
+        if s.state == SessionState::Closed {
+            let reason = closed_reason(s);
+            self.end_session(now, key, reason);
+            return;
+        }
+        self.reschedule(key, now);
+    }
+
+    /// Queues the session in the timer heap at its next deadline (the stack's, the media's, or
+    /// a held datagram's) if that changed.
+    fn reschedule(&mut self, key: Key, now: Instant) {
+        let Some(s) = self.sessions.get_mut(&key) else {
+            return;
+        };
+        let mut next = s.poll_timeout();
+        if let Some(f) = &s.faults
+            && let Some(t) = f.poll_timeout()
+        {
+            next = Some(next.map_or(t, |n| n.min(t)));
+        }
         // A deadline that is already due is retried a millisecond later: a component that keeps
         // asking for "now" must not spin the loop (every other session would starve).
-        let next = s
-            .poll_timeout()
-            .map(|t| t.max(now + Duration::from_millis(1)));
+        let next = next.map(|t| t.max(now + Duration::from_millis(1)));
         if next != s.next_timeout {
             s.next_timeout = next;
             if let Some(t) = next {
                 self.timers.push(Reverse((t, key)));
             }
         }
-        if s.state == SessionState::Closed {
-            let reason = closed_reason(s);
-            self.end_session(now, key, reason);
+    }
+
+    /// Releases what a call's impairment holds that is due: datagrams to the client go to the
+    /// socket, datagrams from it to the stack. A call keeps its fault state once it had one
+    /// (its counters are what the API reports); only calls that never had a fault skip it.
+    fn release_due(&mut self, now: Instant, key: Key) {
+        loop {
+            let Some(f) = self.sessions.get_mut(&key).and_then(|s| s.faults.as_mut()) else {
+                return;
+            };
+            while let Some(t) = f.pop_to_client(now) {
+                self.transmits.push_back(t);
+            }
+            let Some(d) = f.pop_from_client(now) else {
+                break;
+            };
+            self.deliver(now, key, d);
         }
     }
 
@@ -422,6 +631,7 @@ impl Endpoint {
             self.timer_lag.record(now - t);
             self.max_timer_lag = self.max_timer_lag.max(now - t);
             self.isolate(now, key, |s| s.handle_timeout(now));
+            self.release_due(now, key);
             self.after_input(key, now);
         }
     }
@@ -587,13 +797,22 @@ impl Endpoint {
             EndReason::Panicked => e.panicked += 1,
             EndReason::SessionExpired => e.session_expired += 1,
         }
+        if let Some(f) = &mut s.faults {
+            f.ending();
+        }
         if reason != EndReason::Panicked {
             let _ = s.pc.close();
-            drain_session(&mut s, &mut self.transmits);
+            drain_session(&mut s, now, &mut self.transmits);
+        }
+        if let Some(nat) = s.faults.take().and_then(|f| f.nat) {
+            self.nat_seen.remove(&nat.real);
         }
         self.by_ufrag.remove(&s.ufrag);
         self.by_call.remove(&s.call_id);
         self.by_addr.retain(|_, k| *k != key);
+        // Kept even for a call that panicked: that log is the bug report.
+        let log = s.take_event_log();
+        event_log::lock(&self.ended_logs).insert(now, s.call_id.clone(), log);
         log::info!(
             "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",
             s.call_id,
@@ -627,7 +846,7 @@ fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
 /// Queues what the session wrote: wrapped in the link header back to the relay it came
 /// through, or bare to a direct client. The return path (client address and relay) moves only
 /// when the stack answers the authenticated binding request that proposed it.
-fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
+fn drain_session(s: &mut Session, now: Instant, out: &mut VecDeque<Transmit>) {
     while let Some(w) = s.pc.poll_write() {
         if let Some(m) = s.pending_move
             && is_binding_success(&w.message, &m.txid)
@@ -647,7 +866,7 @@ fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
         let peer = s.client.unwrap_or(w.transport.peer_addr);
         s.counters.packets_out += 1;
         s.counters.bytes_out += w.message.len() as u64;
-        out.push_back(match s.via {
+        let t = match s.via {
             Some((relay, ingress)) => Transmit {
                 to: relay,
                 link: Some(LinkHeader {
@@ -661,7 +880,11 @@ fn drain_session(s: &mut Session, out: &mut VecDeque<Transmit>) {
                 link: None,
                 payload: w.message,
             },
-        });
+        };
+        match &mut s.faults {
+            None => out.push_back(t),
+            Some(f) => out.extend(f.to_client(now, t)),
+        }
     }
 }
 

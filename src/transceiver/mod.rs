@@ -8,6 +8,9 @@
 pub mod admission;
 pub mod call_id;
 pub mod endpoint;
+pub mod event_log;
+pub mod faults;
+pub mod impairment;
 mod mailbox;
 mod media;
 mod peer;
@@ -93,7 +96,7 @@ pub struct EndCounters {
     pub shutdown: u64,
     /// The call's processing panicked: it ended alone, its worker and the other calls went on.
     pub panicked: u64,
-    /// The session hit its limit (a scripted `session_expired`, or the fault).
+    /// The session hit its limit (a scripted `session_expired`, or the fault: see [`faults`]).
     pub session_expired: u64,
 }
 
@@ -210,6 +213,18 @@ pub(crate) enum Command {
         call_id: String,
         done: media::JobDone,
     },
+    /// Injects a fault into a call (see [`faults`]); `None` when the call is not here.
+    Fault {
+        call_id: String,
+        fault: faults::Fault,
+        reply: tokio::sync::oneshot::Sender<Option<Result<faults::FaultState, String>>>,
+    },
+    /// A live call's event log from `since`, as JSON Lines; `None` when it is not live here.
+    Events {
+        call_id: String,
+        since: u64,
+        reply: tokio::sync::oneshot::Sender<Option<String>>,
+    },
 }
 
 /// One worker thread as the handle sees it: where to send its commands and how busy it is.
@@ -235,6 +250,8 @@ pub struct TransceiverHandle {
     pending: Arc<AtomicUsize>,
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    /// Ended calls' event logs, which the workers put here and signaling reads.
+    ended_logs: event_log::SharedEndedLogs,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -249,6 +266,9 @@ pub enum CallError {
     /// The control API failed on the way (network, a bad reply): the split roles only.
     #[error("control API: {0}")]
     Control(String),
+    /// A fault the call cannot take in its state (a NAT rebinding before the client arrived).
+    #[error("{0}")]
+    FaultRefused(String),
 }
 
 /// Decrements a pending count however the call setup ends.
@@ -369,6 +389,46 @@ impl TransceiverHandle {
         }
     }
 
+    /// A call's event log from `since` as JSON Lines (see [`event_log`]): a live call's from
+    /// its worker, an ended one's from the shared store. `None` when neither holds it.
+    pub async fn call_events(&self, call_id: String, since: u64) -> Option<String> {
+        let w = self.owner(&call_id)?;
+        // Asked first: a call that ends meanwhile is in the store before its worker answers.
+        let live = ask(w, |reply| Command::Events {
+            call_id: call_id.clone(),
+            since,
+            reply,
+        })
+        .await
+        .flatten();
+        live.or_else(|| {
+            event_log::read_ended(&self.ended_logs, std::time::Instant::now(), &call_id, since)
+        })
+    }
+
+    /// Injects `fault` into a call: `Ok(None)` when the call is not here, else its fault state
+    /// after the change.
+    pub async fn call_fault(
+        &self,
+        call_id: String,
+        fault: faults::Fault,
+    ) -> Result<Option<faults::FaultState>, CallError> {
+        let Some(w) = self.owner(&call_id) else {
+            return Ok(None);
+        };
+        let r = ask(w, |reply| Command::Fault {
+            call_id,
+            fault,
+            reply,
+        })
+        .await
+        .ok_or(CallError::Unavailable(self.id))?;
+        match r {
+            None => Ok(None),
+            Some(r) => r.map(Some).map_err(CallError::FaultRefused),
+        }
+    }
+
     /// Every worker's live calls.
     pub async fn list_calls(&self) -> Vec<CallInfo> {
         let mut all = vec![];
@@ -465,6 +525,7 @@ pub fn spawn_in_process(
     let addr = sockets[0].local_addr()?;
     let certificate = generate_certificate()?;
     let stop = Arc::new(AtomicBool::new(false));
+    let ended_logs = event_log::EndedLogs::shared();
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
@@ -492,6 +553,7 @@ pub fn spawn_in_process(
             load: load.clone(),
             stop: stop.clone(),
             mailbox: mailbox.clone(),
+            ended_logs: ended_logs.clone(),
         });
         threads.push(
             std::thread::Builder::new()
@@ -510,6 +572,7 @@ pub fn spawn_in_process(
         pending: Arc::new(AtomicUsize::new(0)),
         draining: Arc::new(AtomicBool::new(false)),
         stop,
+        ended_logs,
     };
     Ok((handle, threads))
 }

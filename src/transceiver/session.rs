@@ -20,6 +20,7 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
+use super::event_log::EventLog;
 use super::media::{Job, JobDone, Media, VoiceTimings};
 use crate::model::ModelKind;
 use crate::realtime::{Action, Conversation};
@@ -51,6 +52,10 @@ pub struct ClientReport {
     /// Interarrival jitter at the client, ms.
     pub jitter_ms: f64,
 }
+
+/// How long an expired session stays open for its last events to arrive, with no faults on
+/// the path (the stack does not report what SCTP has acknowledged).
+const DEFAULT_END_GRACE: Duration = Duration::from_secs(1);
 
 /// Opus's RTP clock: report jitter is in its ticks.
 const OPUS_CLOCK_HZ: f64 = 48_000.0;
@@ -120,6 +125,13 @@ pub struct Session {
     pub next_timeout: Option<Instant>,
     /// The endpoint has stopped counting this call as connecting (see `Endpoint::connecting`).
     pub left_connecting: bool,
+    /// Faults injected into this call (see [`super::faults`]); `None` for nearly every call, so
+    /// the datagram path pays one check.
+    pub faults: Option<Box<super::faults::CallFaults>>,
+    /// The session hit its maximum duration: the `error` event is out, and the call closes at
+    /// `close_at`.
+    pub expired: bool,
+    close_at: Option<Instant>,
     /// Tests set it to make the call's next turn panic (see `Endpoint::isolate`).
     #[cfg(test)]
     pub inject_panic: bool,
@@ -133,8 +145,10 @@ pub struct Session {
     events_channel: Option<RTCDataChannelId>,
     /// Slow work the worker should run off the socket thread.
     jobs: Vec<Job>,
-    /// The session expired (the conversation asked to end the call).
-    pub expired: bool,
+    /// How long after the conversation asks to end the call it is closed (see [`Session::expire`]).
+    end_grace: Duration,
+    /// Every `oai-events` frame both ways (see [`super::event_log`]).
+    events: EventLog,
 }
 
 pub struct NewSession {
@@ -170,6 +184,9 @@ impl Session {
             ice_failed: false,
             setup_reported: false,
             left_connecting: false,
+            faults: None,
+            expired: false,
+            close_at: None,
             #[cfg(test)]
             inject_panic: false,
             first_audio_at: None,
@@ -188,7 +205,8 @@ impl Session {
             conv,
             events_channel: None,
             jobs: Vec::new(),
-            expired: false,
+            end_grace: DEFAULT_END_GRACE,
+            events: EventLog::starting(now),
         }
     }
 
@@ -237,13 +255,33 @@ impl Session {
 
     /// When the stack or the media side next needs time to pass.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        match (self.pc.poll_timeout(), self.media.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        [
+            self.pc.poll_timeout(),
+            self.media.poll_timeout(),
+            self.close_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// The session hit its maximum duration, as the real service's does at 60 minutes: the
+    /// client gets the Realtime `error` event (`session_expired`), and the call closes `grace`
+    /// later. There is no signal here for "the client has it" (the stack does not report what
+    /// SCTP has acknowledged), so the grace covers the path's delay instead.
+    pub fn expire(&mut self, now: Instant, grace: Duration) {
+        if self.expired {
+            return;
         }
+        self.end_grace = grace;
+        self.conv.expire_session();
+        self.drive(now);
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.close_at.is_some_and(|t| t <= now) {
+            self.state = SessionState::Closed;
+        }
         if let Err(e) = self.pc.handle_timeout(now) {
             log::debug!("{}: handle_timeout: {e}", self.call_id);
         }
@@ -257,6 +295,16 @@ impl Session {
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
         self.media.on_job_done(now, done, &mut self.conv);
         self.drive(now);
+    }
+
+    /// This call's event log, read while the call is live.
+    pub fn event_log(&self) -> &EventLog {
+        &self.events
+    }
+
+    /// The event log, taken when the call ends so it outlives the session.
+    pub fn take_event_log(&mut self) -> EventLog {
+        std::mem::replace(&mut self.events, EventLog::new(self.created, 0))
     }
 
     pub fn timings(&self) -> VoiceTimings {
@@ -283,8 +331,10 @@ impl Session {
             while let Some(action) = self.conv.poll_action() {
                 progressed = true;
                 if action == Action::EndCall {
-                    // Closed after this pass, so the events before it are sent first.
+                    // The session expired (the fault, or a script's step): closed once the
+                    // events before it have had time to arrive.
                     self.expired = true;
+                    self.close_at.get_or_insert(now + self.end_grace);
                     continue;
                 }
                 if let Some(job) = self.media.on_action(now, action, &mut self.conv) {
@@ -306,9 +356,6 @@ impl Session {
             if !progressed {
                 break;
             }
-        }
-        if self.expired {
-            self.state = SessionState::Closed;
         }
     }
 
@@ -380,6 +427,7 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
+                self.events.record_client(now, &text);
                 self.conv.on_client_text(&text);
                 self.media.configure(&self.conv);
             }
@@ -395,6 +443,7 @@ impl Session {
             return;
         };
         for f in frames {
+            self.events.record_server(now, &f);
             if let Err(e) = dc.send_text(now, f) {
                 log::warn!("{}: data channel send failed: {e}", self.call_id);
             }

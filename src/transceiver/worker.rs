@@ -45,6 +45,8 @@ pub(super) struct WorkerParts {
     /// A relay in this process, reached in memory (see [`crate::routing::local_link`]): the
     /// table of in-process link addresses and this worker's own queue in it.
     pub local: Option<(Arc<LocalLinks>, LocalInbox)>,
+    /// The transceiver's store of ended calls' event logs.
+    pub ended_logs: super::event_log::SharedEndedLogs,
 }
 
 pub(super) struct Worker {
@@ -68,10 +70,14 @@ pub(super) struct Worker {
 
 impl Worker {
     pub(super) fn new(p: WorkerParts) -> Self {
+        let id = p.cfg.id;
+        let mut endpoint =
+            Endpoint::new(Instant::now(), p.cfg, p.index, p.advertise, p.certificate);
+        endpoint.share_ended_logs(p.ended_logs);
         Worker {
-            id: p.cfg.id,
+            id,
             index: p.index,
-            endpoint: Endpoint::new(Instant::now(), p.cfg, p.index, p.advertise, p.certificate),
+            endpoint,
             load: p.load,
             meter: LoadMeter::new(Instant::now()),
             stop: p.stop,
@@ -184,11 +190,27 @@ impl Worker {
                 let _ = reply.send(self.endpoint.renegotiate(now, &call_id, offer_sdp));
             }
             Command::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
+            Command::Fault {
+                call_id,
+                fault,
+                reply,
+            } => {
+                let r = self.endpoint.fault(now, &call_id, fault);
+                self.publish_counts();
+                let _ = reply.send(r);
+            }
             Command::Stats { reply } => {
                 let _ = reply.send(self.endpoint.stats());
             }
             Command::List { reply } => {
                 let _ = reply.send(self.endpoint.list(now));
+            }
+            Command::Events {
+                call_id,
+                since,
+                reply,
+            } => {
+                let _ = reply.send(self.endpoint.call_events(&call_id, since));
             }
         }
     }

@@ -1029,3 +1029,139 @@ fn per_datagram_cost() {
     );
     assert!(echoes > 0);
 }
+
+/// A call's event log, in virtual time: readable live with the endpoint's clock in `t_ms`, moved
+/// to the shared store when the call ends (a panicked call's too: that log is the bug report),
+/// and gone from it after its time.
+#[test]
+fn a_call_log_is_read_live_and_kept_after_the_call_ends() {
+    use crate::transceiver::event_log::{ENDED_TTL, read_ended};
+    let lines = |s: &str| -> Vec<serde_json::Value> {
+        s.lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    };
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "echo");
+    let b = net.call("198.51.100.8:50000", Path::Relay, "echo");
+    assert!(net.run_until(Duration::from_secs(5), |n| {
+        !n.peers[a].0.events_of("session.created").is_empty()
+            && !n.peers[b].0.events_of("session.created").is_empty()
+    }));
+    net.run(Duration::from_secs(7));
+    let now = net.now;
+    net.peers[a].0.send_event(
+        now,
+        serde_json::json!({"type": "session.update", "event_id": "u1", "session": {}}),
+    );
+    assert!(net.run_until(Duration::from_secs(1), |n| {
+        !n.peers[a].0.events_of("session.updated").is_empty()
+    }));
+    let id = net.peers[a].2.clone();
+    let live = lines(&net.ep.call_events(&id, 0).expect("a live call's log"));
+    let types: Vec<_> = live
+        .iter()
+        .map(|l| {
+            (
+                l["dir"].as_str().unwrap(),
+                l["event"]["type"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        types,
+        [
+            ("server", "session.created"),
+            ("client", "session.update"),
+            ("server", "session.updated")
+        ]
+    );
+    // t_ms runs on the endpoint's clock: the update came 7 virtual seconds after the channel
+    // opened.
+    let opened = live[0]["t_ms"].as_f64().unwrap();
+    assert!(
+        live[1]["t_ms"].as_f64().unwrap() - opened >= 7000.0,
+        "{live:?}"
+    );
+    assert!(
+        opened < 5000.0,
+        "the channel opened within the connect wait: {live:?}"
+    );
+
+    let now = net.now;
+    assert!(net.ep.hangup(now, &id));
+    assert_eq!(net.ep.call_events(&id, 0), None, "not live any more");
+    let ended = read_ended(&net.ep.ended_logs, now, &id, 0).expect("kept after hang-up");
+    assert_eq!(lines(&ended), live);
+    assert_eq!(
+        lines(&read_ended(&net.ep.ended_logs, now, &id, 2).unwrap()),
+        live[2..]
+    );
+
+    // A call that panics keeps its log too.
+    let other = net.peers[b].2.clone();
+    let key = net.ep.by_call[&other];
+    net.ep.sessions.get_mut(&key).unwrap().inject_panic = true;
+    net.talk(b, 2);
+    assert_eq!(net.ep.stats().ended.panicked, 1);
+    let kept = read_ended(&net.ep.ended_logs, net.now, &other, 0).expect("a panicked call's log");
+    assert_eq!(lines(&kept)[0]["event"]["type"], "session.created");
+
+    assert!(read_ended(&net.ep.ended_logs, now + ENDED_TTL, &id, 0).is_none());
+}
+
+/// Faults in virtual time: a delay holds the call's datagrams for exactly as long as asked
+/// (the held queue's deadline drives the endpoint's timer), a blackout silences the call, and
+/// an emulated NAT rebinding is recovered only through the client's next authenticated check,
+/// with every reply translated back to the client's real address (nothing strays).
+#[test]
+fn faults_delay_silence_and_rebind_a_call_in_virtual_time() {
+    use crate::transceiver::faults::{Fault, NetworkSpec};
+    let mut net = Net::new();
+    let a = net.call("198.51.100.7:50000", Path::Relay, "loopback");
+    assert!(net.run_until(Duration::from_secs(5), |n| n.peers[a].0.connected));
+    assert!(net.talk(a, 5) >= 4);
+    let id = net.peers[a].2.clone();
+
+    let spec = NetworkSpec {
+        delay_ms: 100,
+        ..Default::default()
+    };
+    let state = net.ep.fault(net.now, &id, Fault::Network(spec)).unwrap();
+    assert_eq!(state.unwrap().network, Some(spec));
+    let (sent, before) = (net.now, net.peers[a].0.echoes);
+    net.peers[a].0.speak(sent);
+    assert!(net.run_until(Duration::from_secs(1), |n| n.peers[a].0.echoes > before));
+    let rtt = net.now - sent;
+    assert!(
+        (Duration::from_millis(200)..Duration::from_millis(210)).contains(&rtt),
+        "round trip {rtt:?} with 100 ms each way"
+    );
+    net.ep
+        .fault(net.now, &id, Fault::ClearNetwork)
+        .unwrap()
+        .unwrap();
+
+    net.ep
+        .fault(net.now, &id, Fault::Blackout { duration_ms: 2000 })
+        .unwrap()
+        .unwrap();
+    assert_eq!(net.talk(a, 20), 0, "frames came back during the blackout");
+    net.run(Duration::from_secs(2));
+    assert!(net.talk(a, 10) >= 9, "the call did not come back");
+
+    let state = net
+        .ep
+        .fault(net.now, &id, Fault::NatRebind)
+        .unwrap()
+        .unwrap();
+    let seen = state.client_seen_as.unwrap();
+    assert_ne!(seen, net.peers[a].0.addr);
+    // Consent checks go out every 2 s (ICE keepalive): within 3 s one has moved the call.
+    net.run(Duration::from_secs(3));
+    let now = net.now;
+    let info = net.ep.list(now).into_iter().next().unwrap();
+    assert_eq!(info.client, Some(seen));
+    assert!(net.talk(a, 10) >= 9, "audio follows the new mapping");
+    assert!(net.stray.is_empty(), "replies strayed: {:?}", net.stray);
+}
