@@ -269,6 +269,8 @@ import * as tools from './panes/tools.js';
       if (c !== call) return;
       if (e) note(`dtls ${t.state}`);
       if (t.state === 'connected') mark('dtlsConnected');
+      // close_notify from the server: it ended the call (hang-up elsewhere, session expiry, drain).
+      if (t.state === 'closed' && !c.ended) endedByServer(c);
       if (t.state === 'failed') {
         // Firefox fails its DTLS transport when ICE fails, before any ICE state event: say which.
         if (ve.timings.iceConnected == null) fail(c, iceFailure());
@@ -388,6 +390,14 @@ import * as tools from './panes/tools.js';
         if (c === call) ve.hangup = { error: e.message };
         note(`hangup failed: ${e.message}`);
       });
+  }
+
+  function endedByServer(c) {
+    if (c !== call || c.ended) return;
+    note('the server ended the call (DTLS closed)');
+    teardown(c);
+    setState('ended');
+    emit('call:end', { t: now(), state: 'ended' });
   }
 
   function fail(c, message) {

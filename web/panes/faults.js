@@ -5,7 +5,7 @@
 //                            {"type":"session_expired"} {"type":"relay_restart"}
 //   DELETE {callUrl}/faults  clears the network impairment
 //   GET    {callUrl}/faults  the call's fault state
-// (403 dev_admin_disabled unless the server runs with --dev-admin.) Every answer, error or not, is
+// (relay_restart: 403 dev_admin_disabled unless the server runs with --dev-admin.) Every answer, error or not, is
 // shown in the pane's log and noted in the inspector. "ICE restart" does what an app does after a
 // blackout or a NAT rebinding: pc.restartIce() and a new offer PATCHed onto the call.
 // window.voiceEdge.faultLog: [{t, what, status, ok, body, error}].

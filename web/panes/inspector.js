@@ -6,7 +6,7 @@
 //
 // window.voiceEdge.log holds the records ({t, dir: 'in'|'out'|'note', type, event?, detail?}), at most
 // MAX_RECORDS, at once; the list on the page keeps the last MAX_ROWS, drawn every FLUSH_MS.
-import { $, el, on } from '../lib.js';
+import { $, el, emit, on, request } from '../lib.js';
 
 const MAX_ROWS = 2000;
 const MAX_RECORDS = 20000;
@@ -20,6 +20,7 @@ export function init({ ve }) {
   const exportBtn = $('#inspector-export');
   const clearBtn = $('#inspector-clear');
   const serverLog = $('#server-log');
+  const logStatus = $('#server-log-status');
   let records = (ve.log = []);
   let dropped = 0;
 
@@ -116,6 +117,7 @@ export function init({ ve }) {
     list.textContent = '';
     serverLog.removeAttribute('href');
     serverLog.classList.add('disabled');
+    logStatus.textContent = '';
     renderCount();
   });
   on('call:path', ({ callUrl }) => {
@@ -126,6 +128,36 @@ export function init({ ve }) {
   on('event:in', ({ t, ev }) => add({ t, dir: 'in', type: String(ev.type || '(no type)'), event: ev }));
   on('event:out', ({ t, ev }) => add({ t, dir: 'out', type: String(ev.type || '(no type)'), event: ev }));
   on('note', ({ t, text, detail }) => add({ t, dir: 'note', type: text, detail: detail || undefined }));
+
+  // The server's log is JSON Lines (application/jsonl), which a browser would download rather than
+  // show: fetch it, say what went wrong here if anything did, and open it as text in a new tab. The
+  // tab is opened during the click (a popup opened after an await may be blocked).
+  serverLog.addEventListener('click', async (e) => {
+    e.preventDefault();
+    const url = serverLog.getAttribute('href');
+    if (!url) return;
+    const w = window.open('', '_blank');
+    logStatus.textContent = 'fetching the server log…';
+    logStatus.dataset.kind = '';
+    const r = await request('GET', url);
+    if (!r.ok) {
+      if (w) w.close();
+      logStatus.textContent = r.error;
+      logStatus.dataset.kind = 'error';
+      emit('note', { t: ve.log.length ? ve.log[ve.log.length - 1].t : 0, text: `server log: ${r.status || 'failed'}`, detail: r.error });
+      return;
+    }
+    const lines = r.text.split('\n').filter(Boolean).length;
+    const blob = URL.createObjectURL(new Blob([r.text], { type: 'text/plain; charset=utf-8' }));
+    if (w) {
+      w.location.href = blob;
+      logStatus.textContent = `server log: ${lines} events (opened in a new tab)`;
+    } else {
+      logStatus.textContent = `server log: ${lines} events; the new tab was blocked, allow popups or open ${url}`;
+    }
+    logStatus.dataset.kind = w ? 'ok' : 'error';
+    setTimeout(() => URL.revokeObjectURL(blob), 60_000);
+  });
 
   filter.addEventListener('input', () => {
     for (const li of list.children) li.hidden = !matches(li.dataset.type);
