@@ -1,21 +1,34 @@
 // voice-edge demo: the OpenAI Realtime WebRTC browser flow against this server.
-// Plain JS, no build step. State for tests lives in window.voiceEdge.
-'use strict';
+// Plain JS as ES modules, no build step. State for tests lives in window.voiceEdge.
+//
+// This file owns the call: microphone, RTCPeerConnection, the POST /v1/realtime/calls offer/answer,
+// the oai-events data channel, setup timings, the path, hang-up and ICE restart. Everything it sees goes
+// out on the bus (lib.js) to the panes, one file each under panes/:
+//   inspector.js     every data-channel event both ways + local notes; filter, export, server log
+//   conversation.js  user and assistant transcripts per item, tool calls, failed responses
+//   tools.js         declare tools + tool_choice (session.update); answer function calls
+//   netstats.js      getStats every second (RTT, jitter, loss, bitrate); per-turn latency
+//   faults.js        the call's /faults API (network impairment, blackout, ...) and ICE restart
+import { $, emit, errorDetail } from './lib.js';
+import * as conversation from './panes/conversation.js';
+import * as faults from './panes/faults.js';
+import * as inspector from './panes/inspector.js';
+import * as netstats from './panes/netstats.js';
+import * as tools from './panes/tools.js';
 
-(function () {
+{
   const CALLS_URL = '/v1/realtime/calls';
   const STEPS = ['offerPosted', 'answerReceived', 'iceConnected', 'dtlsConnected', 'dataChannelOpen', 'firstAudio'];
-  const MAX_LOG = 200;
 
-  const $ = (sel) => document.querySelector(sel);
   const ui = {
     start: $('#start'),
     stop: $('#stop'),
     state: $('#state'),
     error: $('#error'),
-    events: $('#events'),
     audio: $('#remote'),
     stats: $('#audio-stats'),
+    model: $('#model'),
+    scriptName: $('#script-name'),
   };
 
   // Exposed for tests and for poking around in the console.
@@ -23,14 +36,23 @@
     state: 'idle',
     timings: emptyTimings(),
     path: emptyPath(),
-    events: [],
+    events: [], // types of the server events received, in order
     error: null,
     hangup: null, // {status, ok} or {error} once the hangup POST finished
     pc: null,
     dc: null,
+    model: null, // the model this call asked for
+    send, // send(event): a client event on the data channel (throws when it is not open)
+    iceRestart, // iceRestart(): pc.restartIce() + PATCH the call with the new offer
+    injectServerEvent, // injectServerEvent(ev): feed the panes a server event the server never sent
   });
 
-  let call = null; // per-call private bits: {t0, mic, statsTimer, hangupUrl, ended}
+  let call = null; // per-call private bits: {t0, mic, statsTimer, hangupUrl, callUrl, ended}
+
+  /** ms since Start of the current call (0 before any). */
+  function now() {
+    return call ? Math.round((performance.now() - call.t0) * 10) / 10 : 0;
+  }
 
   function emptyTimings() {
     const t = {};
@@ -86,18 +108,9 @@
     }
   }
 
-  function logEvent(type, detail, dir) {
-    const li = document.createElement('li');
-    const t = call ? `${Math.round(performance.now() - call.t0)} ms` : '';
-    li.className = dir || 'in';
-    li.innerHTML = '<span class="t"></span><span class="dir"></span><span class="type"></span>';
-    li.querySelector('.t').textContent = t;
-    li.querySelector('.dir').textContent = dir === 'out' ? '→' : dir === 'note' ? '·' : '←';
-    li.querySelector('.type').textContent = type;
-    if (detail) li.title = detail;
-    ui.events.appendChild(li);
-    while (ui.events.children.length > MAX_LOG) ui.events.firstChild.remove();
-    ui.events.scrollTop = ui.events.scrollHeight;
+  /** A local note in the event inspector (state changes, HTTP results, errors). */
+  function note(text, detail) {
+    emit('note', { t: now(), text, detail: detail || null });
   }
 
   function mark(step) {
@@ -110,7 +123,6 @@
 
   async function start() {
     if (call && !call.ended) return;
-    ui.events.textContent = '';
     ve.timings = emptyTimings();
     ve.path = emptyPath();
     ve.events = [];
@@ -121,9 +133,18 @@
     renderSteps();
     renderPath();
     ui.stats.textContent = 'no audio yet';
+    let model;
+    try {
+      model = modelValue();
+    } catch (e) {
+      showError(e.message);
+      return;
+    }
+    ve.model = model;
     setState('connecting');
 
-    const c = (call = { t0: performance.now(), mic: null, statsTimer: null, hangupUrl: null, ended: false });
+    const c = (call = { t0: performance.now(), mic: null, statsTimer: null, hangupUrl: null, callUrl: null, ended: false });
+    emit('call:start', { t: 0, model });
 
     try {
       try {
@@ -143,13 +164,27 @@
       pc.ontrack = (e) => {
         ui.audio.srcObject = e.streams && e.streams[0] ? e.streams[0] : new MediaStream([e.track]);
         const p = ui.audio.play();
-        if (p && p.catch) p.catch((err) => logEvent(`audio play blocked: ${err.name}`, err.message, 'note'));
+        if (p && p.catch) p.catch((err) => note(`audio play blocked: ${err.name}`, err.message));
       };
 
       const track = c.mic.getAudioTracks()[0];
       pc.addTrack(track);
 
       const dc = pc.createDataChannel('oai-events');
+      // Every client event goes through dc.send, whoever calls it (this page, a pane, a test or the
+      // console through window.voiceEdge.dc): wrap it so the inspector sees them all.
+      const rawSend = dc.send.bind(dc);
+      dc.send = (data) => {
+        rawSend(data);
+        if (c !== call) return;
+        let ev;
+        try {
+          ev = JSON.parse(data);
+        } catch (_) {
+          ev = { type: '(not JSON)', data: String(data) };
+        }
+        emit('event:out', { t: now(), ev });
+      };
       ve.dc = dc;
       watchChannel(dc, c);
 
@@ -160,8 +195,7 @@
       mark('offerPosted');
       let res;
       try {
-        const model = document.getElementById('model');
-        res = await fetch(`${CALLS_URL}?model=${encodeURIComponent(model ? model.value : 'echo')}`, {
+        res = await fetch(`${CALLS_URL}?model=${encodeURIComponent(model)}`, {
           method: 'POST',
           headers: { 'Content-Type': 'application/sdp' },
           body: offer.sdp,
@@ -176,7 +210,8 @@
 
       const location = res.headers.get('Location');
       if (location) {
-        c.hangupUrl = new URL(location, window.location.href).pathname.replace(/\/$/, '') + '/hangup';
+        c.callUrl = new URL(location, window.location.href).pathname.replace(/\/$/, '');
+        c.hangupUrl = c.callUrl + '/hangup';
       }
       ve.path = {
         // Where this browser sends media, as the answer's candidate names it.
@@ -187,8 +222,10 @@
         worker: res.headers.get('X-Voice-Edge-Worker'),
         callId: location ? location.replace(/\/$/, '').split('/').pop() : null,
       };
-      if (!c.hangupUrl && ve.path.callId) c.hangupUrl = `${CALLS_URL}/${encodeURIComponent(ve.path.callId)}/hangup`;
+      if (!c.callUrl && ve.path.callId) c.callUrl = `${CALLS_URL}/${encodeURIComponent(ve.path.callId)}`;
+      if (!c.hangupUrl && c.callUrl) c.hangupUrl = `${c.callUrl}/hangup`;
       renderPath();
+      emit('call:path', { t: now(), ...ve.path, callUrl: c.callUrl });
 
       await pc.setRemoteDescription({ type: 'answer', sdp: body });
       watchDtls(pc, c); // the transport exists by now in every browser
@@ -198,28 +235,18 @@
     }
   }
 
-  function errorDetail(body, res) {
-    try {
-      const j = JSON.parse(body);
-      if (j && j.error && j.error.message) return j.error.message;
-    } catch (_) {
-      /* not JSON */
-    }
-    return body.trim() || res.statusText || 'no detail';
-  }
-
   function watchPeer(pc, c) {
     pc.addEventListener('iceconnectionstatechange', () => {
       if (c !== call) return;
       const s = pc.iceConnectionState;
-      logEvent(`ice ${s}`, null, 'note');
+      note(`ice ${s}`);
       if (s === 'connected' || s === 'completed') mark('iceConnected');
       if (s === 'failed') fail(c, iceFailure());
     });
     pc.addEventListener('connectionstatechange', () => {
       if (c !== call) return;
       const s = pc.connectionState;
-      logEvent(`peer ${s}`, null, 'note');
+      note(`peer ${s}`);
       if (s === 'connected') {
         mark('dtlsConnected'); // fallback when RTCDtlsTransport events are unavailable
         if (!c.ended) setState('connected');
@@ -238,9 +265,12 @@
     const t = sender && sender.transport;
     if (!t || c.dtlsWatched === t) return;
     c.dtlsWatched = t;
-    const check = () => {
+    const check = (e) => {
       if (c !== call) return;
+      if (e) note(`dtls ${t.state}`);
       if (t.state === 'connected') mark('dtlsConnected');
+      // close_notify from the server: it ended the call (hang-up elsewhere, session expiry, drain).
+      if (t.state === 'closed' && !c.ended) endedByServer(c);
       if (t.state === 'failed') {
         // Firefox fails its DTLS transport when ICE fails, before any ICE state event: say which.
         if (ve.timings.iceConnected == null) fail(c, iceFailure());
@@ -259,12 +289,15 @@
         type: 'session.update',
         session: {
           type: 'realtime',
-          model: (document.getElementById('model') || { value: 'echo' }).value,
+          model: ve.model,
           output_modalities: ['audio'],
+          // The stub models have no recognizer; with transcription on, the user's items get a
+          // bracketed note ("[speech, 2.4 s]") that the conversation pane shows.
+          audio: { input: { transcription: { model: 'whisper-1' } } },
         },
       };
+      emit('channel:open', { t: now() });
       dc.send(JSON.stringify(update));
-      logEvent('session.update', JSON.stringify(update), 'out');
     });
     dc.addEventListener('message', (e) => {
       if (c !== call) return;
@@ -272,16 +305,16 @@
       try {
         ev = JSON.parse(typeof e.data === 'string' ? e.data : '');
       } catch (_) {
-        logEvent('(unparseable message)', String(e.data), 'note');
+        note('(unparseable message)', String(e.data));
         return;
       }
       const type = ev && typeof ev.type === 'string' ? ev.type : '(no type)';
       ve.events.push(type);
-      logEvent(type, JSON.stringify(ev, null, 2));
+      emit('event:in', { t: now(), ev: ev && typeof ev === 'object' ? ev : { type, value: ev } });
       if (type === 'error' && ev.error) showError(`Server error: ${ev.error.message || JSON.stringify(ev.error)}`);
     });
     dc.addEventListener('close', () => {
-      if (c === call && !c.ended) logEvent('data channel closed', null, 'note');
+      if (c === call && !c.ended) note('data channel closed');
     });
   }
 
@@ -350,22 +383,31 @@
       .then(async (res) => {
         const text = await res.text();
         if (c === call) ve.hangup = { status: res.status, ok: res.ok };
-        if (!res.ok) logEvent(`hangup: ${res.status} ${errorDetail(text, res)}`, null, 'note');
-        else logEvent('hangup sent', null, 'note');
+        if (!res.ok) note(`hangup: ${res.status} ${errorDetail(text, res)}`);
+        else note('hangup sent');
       })
       .catch((e) => {
         if (c === call) ve.hangup = { error: e.message };
-        logEvent(`hangup failed: ${e.message}`, null, 'note');
+        note(`hangup failed: ${e.message}`);
       });
+  }
+
+  function endedByServer(c) {
+    if (c !== call || c.ended) return;
+    note('the server ended the call (DTLS closed)');
+    teardown(c);
+    setState('ended');
+    emit('call:end', { t: now(), state: 'ended' });
   }
 
   function fail(c, message) {
     if (c !== call || c.ended) return;
     showError(message);
-    logEvent('failed', message, 'note');
+    note('failed', message);
     teardown(c);
     sendHangup(c);
     setState('failed');
+    emit('call:end', { t: now(), state: 'failed' });
   }
 
   async function stop() {
@@ -376,7 +418,77 @@
     await sendHangup(c);
     teardown(c);
     setState('ended');
-    logEvent('hung up', null, 'note');
+    note('hung up');
+    emit('call:end', { t: now(), state: 'ended' });
+  }
+
+  /**
+   * For tests and the console: hand the panes `ev` as if the server had sent it, to try a pane
+   * against events this server build does not produce yet. A note marks it in the inspector;
+   * window.voiceEdge.events (what the server really sent) does not list it.
+   */
+  function injectServerEvent(ev) {
+    if (!ev || typeof ev.type !== 'string') throw new Error('injectServerEvent: an object with a string type');
+    note(`injected: ${ev.type} (not from the server)`);
+    emit('event:in', { t: now(), ev });
+  }
+
+  /** Send a client event on the data channel; throws (with a message to show) when it is not open. */
+  function send(ev) {
+    if (!ve.dc || ve.dc.readyState !== 'open') throw new Error('the data channel is not open: start a call first');
+    ve.dc.send(JSON.stringify(ev));
+  }
+
+  /**
+   * ICE restart, as an app does after a network change (or a blackout/NAT rebind fault): new ICE
+   * credentials in a new offer, PATCHed onto the call's Location; the server answers for the same
+   * call, session and DTLS. Resolves to {status, ms}; throws with a message to show.
+   */
+  async function iceRestart() {
+    const c = call;
+    const pc = ve.pc;
+    if (!c || c.ended || !pc) throw new Error('no live call');
+    if (!c.callUrl) throw new Error('the call has no Location yet');
+    const t0 = performance.now();
+    note('ice restart: new offer');
+    if (pc.restartIce) pc.restartIce();
+    const offer = await pc.createOffer({ iceRestart: true });
+    await pc.setLocalDescription(offer);
+    let res;
+    try {
+      res = await fetch(c.callUrl, { method: 'PATCH', headers: { 'Content-Type': 'application/sdp' }, body: offer.sdp });
+    } catch (e) {
+      await pc.setLocalDescription({ type: 'rollback' }).catch(() => {});
+      throw new Error(`PATCH ${c.callUrl} failed: ${e.message}`);
+    }
+    const body = await res.text();
+    if (!res.ok) {
+      await pc.setLocalDescription({ type: 'rollback' }).catch(() => {});
+      throw new Error(`PATCH ${c.callUrl} → ${res.status}: ${errorDetail(body, res)}`);
+    }
+    if (c !== call || c.ended) throw new Error('the call ended during the ICE restart');
+    await pc.setRemoteDescription({ type: 'answer', sdp: body });
+    const took = Math.round(performance.now() - t0);
+    note(`ice restart: answer ${res.status} in ${took} ms`);
+    return { status: res.status, ms: took };
+  }
+
+  // ---- model picker ------------------------------------------------------
+
+  /** The model to ask for: the picker's value, or script:NAME. Throws with a message to show. */
+  function modelValue() {
+    const v = ui.model ? ui.model.value : 'echo';
+    if (v !== 'script:') return v;
+    const name = ui.scriptName ? ui.scriptName.value.trim() : '';
+    if (!name) throw new Error('Give the script model a name (script:NAME)');
+    return `script:${name}`;
+  }
+  if (ui.model && ui.scriptName) {
+    const showName = () => {
+      ui.scriptName.hidden = ui.model.value !== 'script:';
+    };
+    ui.model.addEventListener('change', showName);
+    showName();
   }
 
   // Typed text goes the way the Realtime SDK's sendMessage sends it: a user message item, then
@@ -388,10 +500,6 @@
       e.preventDefault();
       const text = sayText.value.trim();
       if (!text || !ve.dc || ve.dc.readyState !== 'open') return;
-      const send = (ev) => {
-        ve.dc.send(JSON.stringify(ev));
-        logEvent(ev.type, JSON.stringify(ev), 'out');
-      };
       send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
       send({ type: 'response.create' });
       sayText.value = '';
@@ -414,7 +522,15 @@
     }
   });
 
+  // The panes, each given what it needs of the call.
+  const ctx = { ve, send, now, note, iceRestart, callUrl: () => (call ? call.callUrl : null) };
+  inspector.init(ctx);
+  conversation.init(ctx);
+  tools.init(ctx);
+  netstats.init(ctx);
+  faults.init(ctx);
+
   setState('idle');
   renderSteps();
   renderPath();
-})();
+}

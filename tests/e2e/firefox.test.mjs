@@ -72,6 +72,25 @@ describe('firefox-esr against the default media address', { timeout: FILE_TIMEOU
       assert.equal(shown, server.relayAddr, 'the Path panel shows the media address the browser uses');
       console.log(`firefox demo: ${timingsLine(st.timings)}; ${audio.packetsReceived} packets back, energy ${audio.totalAudioEnergy.toFixed(4)}`);
 
+      // The testing panes work in Firefox too (demo-panes.test.mjs covers them in Chromium): the
+      // inspector saw the events this test sent through voiceEdge.dc, the conversation has the echo's
+      // transcript, the network pane a numeric RTT.
+      await waitForPage(page, () => document.querySelector('#events li[data-type="output_audio_buffer.stopped"]'), null, { timeoutMs: 2_000 });
+      const panes = await page.evaluate(() => ({
+        rows: [...document.querySelectorAll('#events li')].map((li) => `${li.dataset.dir} ${li.dataset.type}`),
+        reply: (window.voiceEdge.conversation || []).find((e) => e.role === 'assistant' && e.final)?.text ?? null,
+      }));
+      for (const want of ['out input_audio_buffer.commit', 'out response.create', 'in response.done']) {
+        assert.ok(panes.rows.includes(want), `inspector lacks "${want}": ${panes.rows.join(', ')}`);
+      }
+      assert.match(String(panes.reply), /^Echoing your \d+(\.\d+)? second turn\.?$/, 'conversation pane');
+      const rtt = await waitForPage(page, () => typeof window.voiceEdge.net?.rttMs === 'number' && document.querySelector('#net-rtt').textContent, null, {
+        timeoutMs: 5_000,
+      });
+      assert.match(rtt, /^\d+(\.\d+)? ms/, `RTT shown: ${rtt}`);
+      // No speech_stopped in a push-to-talk turn: the latency counts from the response.create sent.
+      assert.match(await page.$eval('#latency-last', (e) => e.textContent), /^\d+ ms$/, 'turn latency shown');
+
       await page.click('#stop');
       await waitForPage(page, () => window.voiceEdge.state === 'ended' && window.voiceEdge.hangup, null, { timeoutMs: 5_000 });
       assert.ok((await page.evaluate(() => window.voiceEdge.hangup)).ok, 'hang-up POST');
