@@ -18,6 +18,7 @@ RUN mkdir -p src && echo 'fn main() {}' > src/main.rs && touch src/lib.rs \
 COPY src src
 COPY web web
 COPY fixtures/tts fixtures/tts
+COPY fixtures/scripts fixtures/scripts
 RUN cargo build --release --locked --bin voice-edge && strip target/release/voice-edge
 
 # --- run --------------------------------------------------------------------------------------------------
