@@ -99,7 +99,9 @@ for _ in $(seq 1 100); do curl -fsS --max-time 1 http://127.0.0.1:8080/health >/
 wait_members 2 30
 up_s=$(since "$t0")
 log "up: signaling answering and 2 transceivers registered after ${up_s} s"
-curl -fsS http://127.0.0.1:8080/ | grep -q 'voice-edge demo' || fail "demo page not served on :8080"
+# Read whole before matching: `grep -q` stops at the first match, and curl writing the rest of the
+# page into a closed pipe fails the pipeline.
+page=$(curl -fsS http://127.0.0.1:8080/) && grep -q 'voice-edge demo' <<<"$page" || fail "demo page not served on :8080"
 [ "$(curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8080/admin/stats)" = 404 ] || fail "admin reachable on the public port"
 
 # 1. calls complete and spread over both transceivers
