@@ -194,6 +194,62 @@ async fn loss_and_delay_are_what_the_client_measures_and_delete_clears_them() {
     server.shutdown().await;
 }
 
+fn spread(rtts: &[Option<Duration>]) -> Duration {
+    let mut v: Vec<Duration> = rtts.iter().flatten().copied().collect();
+    v.sort();
+    v[v.len() * 9 / 10] - v[v.len() / 10]
+}
+
+/// Jitter spreads the round trips (the spread between the 10th and 90th percentile grows from
+/// about nothing), and a bandwidth cap below the stream's rate queues it (the round trip grows
+/// toward the bottleneck's 500 ms buffer) and then drops what does not fit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn jitter_and_a_bandwidth_cap_are_what_the_client_measures() {
+    let server = start_local(AllInOneConfig::default()).await;
+    let mut c = connected(&server).await;
+    let mut p = Prober { seq: 0 };
+    let base = p.round(&mut c, 0x11, 50, Duration::from_secs(1)).await;
+    let base_spread = spread(&base);
+
+    fault(
+        &server,
+        &c,
+        json!({"type": "network", "delay_ms": 100, "jitter_ms": 40}),
+    )
+    .await;
+    let jittery = p.round(&mut c, 0x12, 100, Duration::from_secs(2)).await;
+    assert!(lost_fraction(&jittery) < 0.1, "jitter lost frames");
+    let jitter_spread = spread(&jittery);
+    println!("jitter ±40 ms each way: RTT p10–p90 spread {base_spread:?} → {jitter_spread:?}");
+    assert!(
+        jitter_spread >= base_spread + Duration::from_millis(20),
+        "spread {base_spread:?} → {jitter_spread:?}"
+    );
+
+    // The reflected stream is ~50 packets/s of ~100 bytes on the wire (~40 kbit/s): 16 kbit/s
+    // toward the client passes well under half of it, after a queue.
+    fault(
+        &server,
+        &c,
+        json!({"type": "network", "bandwidth_kbps": 16, "direction": "to_client"}),
+    )
+    .await;
+    let capped = p.round(&mut c, 0x13, 150, Duration::from_secs(2)).await;
+    let lost = lost_fraction(&capped);
+    let capped_rtt = median(&capped);
+    println!("16 kbit/s to the client: {lost:.2} of frames missing, median RTT {capped_rtt:?}");
+    assert!(
+        lost > 0.3,
+        "a 16 kbit/s cap passed {:.2} of a ~40 kbit/s stream",
+        1.0 - lost
+    );
+    assert!(
+        capped_rtt >= Duration::from_millis(150),
+        "no queueing behind the cap: {capped_rtt:?}"
+    );
+    server.shutdown().await;
+}
+
 /// A blackout: nothing comes back while it lasts, and the flow resumes by itself after.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_blackout_stops_everything_then_the_flow_resumes() {
