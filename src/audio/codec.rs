@@ -460,7 +460,7 @@ impl Encoder {
                 window,
                 out,
             } => {
-                if pcm48k.is_empty() || pcm48k.len() % G711_UPSAMPLE != 0 {
+                if pcm48k.is_empty() || !pcm48k.len().is_multiple_of(G711_UPSAMPLE) {
                     return Err(CodecError::BadFrameSize(pcm48k.len()));
                 }
                 let history = taps.len() - 1;
