@@ -42,7 +42,7 @@ fn assert_answer_names(sdp: &str, codec: Codec) {
     assert!(!sdp.to_ascii_lowercase().contains("opus"), "answer:\n{sdp}");
 }
 
-/// Every packet that arrives within `within` of the last one (or until `until`).
+/// Every packet that arrives until none has for `quiet`.
 async fn drain_packets(c: &mut Client, quiet: Duration) -> Vec<rtc::rtp::Packet> {
     let mut out = Vec::new();
     while let Ok(Some(p)) = tokio::time::timeout(quiet, c.packet_rx.recv()).await {
@@ -212,5 +212,40 @@ async fn tts_speaks_a_text_message_in_g711() {
         );
         c.pc.close().await.unwrap();
     }
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_script_speaks_in_pcmu() {
+    let server = start().await;
+    let mut c = Client::call_codec(
+        server.http_addr,
+        "/v1/realtime/calls?model=script:weather",
+        Codec::Pcmu,
+    )
+    .await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    session_created(&c).await;
+    for event in [
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "How is the weather?"}]}}),
+        json!({"type": "response.create"}),
+    ] {
+        c.dc.send_text(&event.to_string()).await.unwrap();
+    }
+    // Turn 0 of fixtures/scripts/weather.json: "Let me check the weather in Paris.", then a call.
+    let events = c.wait_for("response.done", 1).await;
+    let done = events
+        .iter()
+        .find(|e| e["type"] == "response.done")
+        .unwrap();
+    let transcript = done["response"]["output"][0]["content"][0]["transcript"].clone();
+    assert_eq!(transcript, "Let me check the weather in Paris.", "{done}");
+    let packets = drain_packets(&mut c, Duration::from_millis(500)).await;
+    assert!(packets.len() >= 25, "{} packets", packets.len());
+    assert_g711_stream(&packets, Codec::Pcmu, Some(160));
+    let level = level_dbfs(&packets, Codec::Pcmu);
+    assert!(level > -40.0, "speech is silent: {level:.1} dBFS");
+    c.pc.close().await.unwrap();
     server.shutdown().await;
 }
