@@ -102,7 +102,8 @@ export VOICE_EDGE_BIN
 #    GA events (plain-tools.test.mjs); server events checked against the openai package's realtime.d.ts
 #    (openai-types.mjs, read at test time);
 #    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs);
-#    per-call faults seen by Chromium's stack (faults.test.mjs).
+#    per-call faults seen by Chromium's stack (faults.test.mjs); G.711 calls from Chromium limited to PCMU or
+#    PCMA by setCodecPreferences (g711.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

@@ -244,8 +244,248 @@ impl OpusEncoder {
     }
 }
 
+/// The audio codec a call negotiated, and everything that depends on it: the RTP clock, the
+/// frame size, how long a packet lasts, what silence is, and the decoder and encoder the
+/// [`Listener`](super::Listener) and [`Player`](super::Player) use. Opus is preferred; G.711 is
+/// answered for telephony-style clients that offer nothing else (see `signaling::offer_check`).
+///
+/// The rest of the audio side runs at 48 kHz whatever the call's codec: G.711 is decoded to
+/// 48 kHz for the VAD (each 8 kHz sample held for six, which keeps its level exactly) and TTS
+/// speech is low-passed and decimated to 8 kHz as it is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Codec {
+    #[default]
+    Opus,
+    /// G.711 μ-law, RTP payload type 0.
+    Pcmu,
+    /// G.711 A-law, RTP payload type 8.
+    Pcma,
+}
+
+/// 48 kHz samples per 8 kHz G.711 sample.
+const G711_UPSAMPLE: usize = 6;
+/// G.711's RTP clock.
+const G711_CLOCK_HZ: u32 = 8_000;
+/// Longest G.711 packet accepted (120 ms at 8 kHz, as for Opus).
+const MAX_G711_PACKET: usize = 960;
+
+impl Codec {
+    /// The RTP clock rate, Hz: timestamps and every "samples" count on the media path are in it.
+    pub fn clock_hz(self) -> u32 {
+        match self {
+            Codec::Opus => SAMPLE_RATE,
+            Codec::Pcmu | Codec::Pcma => G711_CLOCK_HZ,
+        }
+    }
+
+    /// RTP clock ticks per millisecond (48 or 8).
+    pub fn ticks_per_ms(self) -> u64 {
+        u64::from(self.clock_hz() / 1000)
+    }
+
+    /// Ticks in one 20 ms frame, the size browsers send and we send back.
+    pub fn frame_ticks(self) -> u32 {
+        self.clock_hz() / 50
+    }
+
+    /// The MIME type `rtc` names it by (`a=rtpmap` without the clock).
+    pub fn mime_type(self) -> &'static str {
+        use rtc::peer_connection::configuration::media_engine::{
+            MIME_TYPE_OPUS, MIME_TYPE_PCMA, MIME_TYPE_PCMU,
+        };
+        match self {
+            Codec::Opus => MIME_TYPE_OPUS,
+            Codec::Pcmu => MIME_TYPE_PCMU,
+            Codec::Pcma => MIME_TYPE_PCMA,
+        }
+    }
+
+    /// The Realtime session's `audio.*.format.type` for calls with this codec.
+    pub fn realtime_format(self) -> &'static str {
+        match self {
+            Codec::Opus => "audio/pcm",
+            Codec::Pcmu => "audio/pcmu",
+            Codec::Pcma => "audio/pcma",
+        }
+    }
+
+    /// The codec an `a=rtpmap` line's `<name>/<clock>[/<channels>]` names, if we answer it.
+    pub fn from_rtpmap(encoding: &str) -> Option<Codec> {
+        let mut parts = encoding.trim().split('/');
+        let (name, clock) = (parts.next()?, parts.next()?);
+        match (name.to_ascii_lowercase().as_str(), clock) {
+            ("opus", "48000") => Some(Codec::Opus),
+            ("pcmu", "8000") => Some(Codec::Pcmu),
+            ("pcma", "8000") => Some(Codec::Pcma),
+            _ => None,
+        }
+    }
+
+    /// The codec a static RTP payload type stands for without an `a=rtpmap` (RFC 3551).
+    pub fn from_static_payload_type(pt: u8) -> Option<Codec> {
+        match pt {
+            0 => Some(Codec::Pcmu),
+            8 => Some(Codec::Pcma),
+            _ => None,
+        }
+    }
+
+    fn law(self) -> Option<super::g711::Law> {
+        match self {
+            Codec::Opus => None,
+            Codec::Pcmu => Some(super::g711::Law::Mu),
+            Codec::Pcma => Some(super::g711::Law::A),
+        }
+    }
+
+    /// A packet's duration in ticks, without decoding: Opus's TOC, or G.711's one byte a sample.
+    pub fn packet_ticks(self, packet: &[u8]) -> Result<usize, CodecError> {
+        match self {
+            Codec::Opus => packet_samples(packet),
+            Codec::Pcmu | Codec::Pcma => match packet.len() {
+                0 => Err(CodecError::Empty),
+                n if n > MAX_G711_PACKET => Err(CodecError::Malformed("longer than 120 ms")),
+                n => Ok(n),
+            },
+        }
+    }
+
+    /// One 20 ms frame that decodes to silence, to fill gaps when stored frames are replayed.
+    pub fn silence_frame(self) -> bytes::Bytes {
+        match self.law() {
+            None => bytes::Bytes::from_static(&super::input::SILENCE_FRAME),
+            Some(law) => bytes::Bytes::from(vec![law.silence(); self.frame_ticks() as usize]),
+        }
+    }
+}
+
+/// Decodes the caller's packets of either codec to 48 kHz mono PCM (what the VAD reads). The
+/// returned slices borrow an internal buffer that the next call overwrites. Durations passed in
+/// are in the codec's RTP ticks.
+#[derive(Debug)]
+pub enum Decoder {
+    Opus(Box<OpusDecoder>),
+    G711 {
+        law: super::g711::Law,
+        pcm: Vec<i16>,
+    },
+}
+
+impl Decoder {
+    pub fn new(codec: Codec) -> Decoder {
+        match codec.law() {
+            None => Decoder::Opus(Box::default()),
+            Some(law) => Decoder::G711 {
+                law,
+                pcm: Vec::with_capacity(MAX_G711_PACKET * G711_UPSAMPLE),
+            },
+        }
+    }
+
+    pub fn decode(&mut self, packet: &[u8]) -> Result<&[i16], CodecError> {
+        match self {
+            Decoder::Opus(d) => d.decode(packet),
+            Decoder::G711 { law, pcm } => {
+                Codec::Pcmu.packet_ticks(packet)?;
+                pcm.clear();
+                for &code in packet {
+                    let s = law.decode(code);
+                    pcm.extend_from_slice(&[s; G711_UPSAMPLE]);
+                }
+                Ok(pcm)
+            }
+        }
+    }
+
+    /// Conceals `ticks` of lost audio: Opus's PLC, silence for G.711 (which has none).
+    pub fn decode_lost(&mut self, ticks: usize) -> &[i16] {
+        match self {
+            Decoder::Opus(d) => d.decode_lost(Some(ticks)),
+            Decoder::G711 { pcm, .. } => {
+                pcm.clear();
+                pcm.resize(ticks.min(MAX_G711_PACKET) * G711_UPSAMPLE, 0);
+                pcm
+            }
+        }
+    }
+
+    /// Recovers the `ticks` before `next_packet` from its in-band FEC (Opus); G.711 carries none,
+    /// so that is [`decode_lost`](Self::decode_lost).
+    pub fn decode_fec(&mut self, next_packet: &[u8], ticks: usize) -> Result<&[i16], CodecError> {
+        match self {
+            Decoder::Opus(d) => d.decode_fec(next_packet, ticks),
+            Decoder::G711 { .. } => Ok(self.decode_lost(ticks)),
+        }
+    }
+}
+
+/// Encodes 20 ms frames of 48 kHz mono PCM ([`FRAME_SAMPLES`]) in the call's codec. For G.711 the
+/// frame is low-passed (the resampler's 63-tap filter, 3.6 kHz) and decimated to 160 samples;
+/// the filter's history carries over, so frame edges add nothing.
+#[derive(Debug)]
+pub enum Encoder {
+    Opus(Box<OpusEncoder>),
+    G711 {
+        law: super::g711::Law,
+        taps: Vec<f32>,
+        /// The last `taps.len() - 1` input samples, then the current frame.
+        window: Vec<f32>,
+        out: Vec<u8>,
+    },
+}
+
+impl Encoder {
+    pub fn new(codec: Codec) -> Encoder {
+        match codec.law() {
+            None => Encoder::Opus(Box::default()),
+            Some(law) => {
+                let taps = super::resample::lowpass_taps(0.45 * G711_CLOCK_HZ as f32 / 48_000.0);
+                Encoder::G711 {
+                    law,
+                    window: vec![0.0; taps.len() - 1],
+                    taps,
+                    out: Vec::with_capacity(FRAME_SAMPLES / G711_UPSAMPLE),
+                }
+            }
+        }
+    }
+
+    /// Encodes one frame; the packet borrows an internal buffer that the next call overwrites.
+    pub fn encode(&mut self, pcm48k: &[i16]) -> Result<&[u8], CodecError> {
+        match self {
+            Encoder::Opus(e) => e.encode(pcm48k),
+            Encoder::G711 {
+                law,
+                taps,
+                window,
+                out,
+            } => {
+                if pcm48k.is_empty() || !pcm48k.len().is_multiple_of(G711_UPSAMPLE) {
+                    return Err(CodecError::BadFrameSize(pcm48k.len()));
+                }
+                let history = taps.len() - 1;
+                window.extend(pcm48k.iter().map(|&s| f32::from(s)));
+                out.clear();
+                // Output j filters the `taps.len()` inputs ending at the frame's sample 6j: a
+                // constant delay of half the filter (31 samples, 0.65 ms).
+                for j in 0..pcm48k.len() / G711_UPSAMPLE {
+                    let end = history + j * G711_UPSAMPLE;
+                    let y: f32 = taps
+                        .iter()
+                        .zip(&window[end + 1 - taps.len()..=end])
+                        .map(|(t, x)| t * x)
+                        .sum();
+                    out.push(law.encode(y.round().clamp(-32768.0, 32767.0) as i16));
+                }
+                window.drain(..window.len() - history);
+                Ok(out)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::audio::test_signal::rms_dbfs;
 
@@ -378,5 +618,71 @@ mod tests {
         let mut enc = OpusEncoder::default();
         let pkt = enc.encode(&tone(960, 300.0, -20.0)).unwrap().to_vec();
         assert_eq!(dec.decode(&pkt).unwrap().len(), FRAME_SAMPLES);
+    }
+
+    #[test]
+    fn codecs_are_named_and_clocked_as_rtp_says() {
+        assert_eq!(Codec::from_rtpmap("opus/48000/2"), Some(Codec::Opus));
+        assert_eq!(Codec::from_rtpmap("PCMU/8000"), Some(Codec::Pcmu));
+        assert_eq!(Codec::from_rtpmap("pcma/8000/1"), Some(Codec::Pcma));
+        assert_eq!(Codec::from_rtpmap("PCMU/16000"), None);
+        assert_eq!(Codec::from_rtpmap("G722/8000"), None);
+        assert_eq!(Codec::from_static_payload_type(0), Some(Codec::Pcmu));
+        assert_eq!(Codec::from_static_payload_type(8), Some(Codec::Pcma));
+        assert_eq!(Codec::from_static_payload_type(9), None);
+        assert_eq!(
+            (Codec::Opus.clock_hz(), Codec::Opus.frame_ticks()),
+            (48_000, 960)
+        );
+        assert_eq!(
+            (Codec::Pcmu.clock_hz(), Codec::Pcma.frame_ticks()),
+            (8_000, 160)
+        );
+        assert_eq!(Codec::Pcmu.packet_ticks(&[0xff; 160]), Ok(160));
+        assert_eq!(Codec::Pcma.packet_ticks(&[]), Err(CodecError::Empty));
+        assert!(Codec::Pcma.packet_ticks(&[0xd5; 2000]).is_err());
+        assert_eq!(Codec::Opus.packet_ticks(&[0xf8, 0xff, 0xfe]), Ok(960));
+        // A silence frame decodes to silence, 20 ms of it.
+        for codec in [Codec::Opus, Codec::Pcmu, Codec::Pcma] {
+            let frame = codec.silence_frame();
+            assert_eq!(codec.packet_ticks(&frame), Ok(codec.frame_ticks() as usize));
+            let pcm = Decoder::new(codec).decode(&frame).unwrap().to_vec();
+            assert_eq!(pcm.len(), FRAME_SAMPLES, "{codec:?}");
+            assert!(pcm.iter().all(|s| s.abs() <= 8), "{codec:?}");
+        }
+        assert_eq!(Codec::Pcmu.realtime_format(), "audio/pcmu");
+    }
+
+    #[test]
+    fn g711_carries_speech_band_tones_and_stops_aliases() {
+        for codec in [Codec::Pcmu, Codec::Pcma] {
+            let mut enc = Encoder::new(codec);
+            let mut dec = Decoder::new(codec);
+            // 1 kHz passes at its level; 6 kHz (above G.711's 4 kHz Nyquist) is filtered out
+            // instead of folding back to 2 kHz.
+            for (freq, want) in [(1000.0, -20.0), (6000.0, -100.0)] {
+                let pcm = tone(48_000, freq, -20.0);
+                let mut out = Vec::new();
+                for f in pcm.chunks_exact(FRAME_SAMPLES) {
+                    let pkt = enc.encode(f).unwrap().to_vec();
+                    assert_eq!(pkt.len(), 160);
+                    out.extend_from_slice(dec.decode(&pkt).unwrap());
+                }
+                assert_eq!(out.len(), pcm.len());
+                let level = rms_dbfs(&out[4800..]);
+                if want > -50.0 {
+                    assert!(
+                        (level - want).abs() < 1.0,
+                        "{codec:?} {freq} Hz: {level:.1}"
+                    );
+                } else {
+                    assert!(level < -40.0, "{codec:?} {freq} Hz leaks: {level:.1} dBFS");
+                }
+            }
+            assert_eq!(dec.decode_lost(160).len(), FRAME_SAMPLES);
+            assert!(dec.decode_lost(160).iter().all(|&s| s == 0));
+            assert_eq!(dec.decode_fec(&[0xff; 160], 80).unwrap().len(), 480);
+            assert!(enc.encode(&[0; 7]).is_err());
+        }
     }
 }

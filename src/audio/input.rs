@@ -1,16 +1,17 @@
-//! The caller's audio as it arrives: a bounded history of Opus frames on an input-time axis, and
-//! the decode + VAD pipeline that runs over it.
+//! The caller's audio as it arrives: a bounded history of encoded frames (Opus or G.711, the
+//! call's [`Codec`]) on an input-time axis, and the decode + VAD pipeline that runs over it.
 //!
 //! Input time is what Realtime events count in (`audio_start_ms`, `audio_end_ms`): milliseconds
 //! of caller audio since the session began. It advances by each packet's duration, and across
-//! gaps by the RTP timestamp delta (48 kHz clock, wrap-safe), so a lost packet or a DTX pause
+//! gaps by the RTP timestamp delta (the codec's clock, wrap-safe), so a lost packet or a DTX pause
 //! still takes its real time. Without a timestamp it advances by the packet's own duration.
+//! Positions and durations here ("samples") are ticks of the codec's RTP clock.
 
 use std::collections::VecDeque;
 
 use bytes::Bytes;
 
-use super::codec::{CodecError, FRAME_SAMPLES, OpusDecoder, packet_samples};
+use super::codec::{Codec, CodecError, Decoder};
 use super::vad::{Vad, VadConfig, VadEvent};
 
 /// A 20 ms CELT packet that decodes to digital silence; fills gaps when frames are replayed.
@@ -18,9 +19,9 @@ pub const SILENCE_FRAME: [u8; 3] = [0xf8, 0xff, 0xfe];
 /// How much caller audio is kept by default.
 pub const DEFAULT_HISTORY_MS: u64 = 60_000;
 /// A timestamp jump beyond this is a discontinuity (new source, clock reset), not a pause.
-const MAX_GAP_SAMPLES: u64 = 10 * 48_000;
+const MAX_GAP_MS: u64 = 10_000;
 /// Lost time concealed frame by frame for the VAD; past this a gap is plain silence.
-const MAX_CONCEAL_SAMPLES: u64 = 10 * FRAME_SAMPLES as u64;
+const MAX_CONCEAL_FRAMES: u64 = 10;
 
 #[derive(Debug, Clone)]
 struct Frame {
@@ -32,23 +33,26 @@ struct Frame {
 /// Where an accepted packet landed on the input-time axis.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Arrival {
-    /// Input time of the packet's first sample, in 48 kHz samples.
+    /// Input time of the packet's first sample, in RTP clock ticks.
     pub start_samples: u64,
-    /// The packet's duration in 48 kHz samples.
+    /// The packet's duration in RTP clock ticks.
     pub samples: u32,
-    /// Missing time (loss or DTX) just before the packet, in 48 kHz samples.
+    /// Missing time (loss or DTX) just before the packet, in RTP clock ticks.
     pub gap_samples: u64,
+    /// Ticks per millisecond of the codec's clock.
+    ticks_per_ms: u64,
 }
 
 impl Arrival {
     pub fn start_ms(&self) -> u64 {
-        self.start_samples / 48
+        self.start_samples / self.ticks_per_ms
     }
 }
 
-/// The caller's recent Opus frames, keyed by input time.
+/// The caller's recent encoded frames, keyed by input time.
 #[derive(Debug, Clone)]
 pub struct InputBuffer {
+    codec: Codec,
     frames: VecDeque<Frame>,
     history_samples: u64,
     /// Input time at the end of the newest packet.
@@ -64,10 +68,16 @@ impl Default for InputBuffer {
 }
 
 impl InputBuffer {
+    /// An Opus buffer keeping `history_ms`.
     pub fn new(history_ms: u64) -> Self {
+        Self::with_codec(Codec::Opus, history_ms)
+    }
+
+    pub fn with_codec(codec: Codec, history_ms: u64) -> Self {
         Self {
+            codec,
             frames: VecDeque::new(),
-            history_samples: history_ms * 48,
+            history_samples: history_ms * codec.ticks_per_ms(),
             end: 0,
             last_ts: None,
             last_samples: 0,
@@ -76,17 +86,22 @@ impl InputBuffer {
 
     /// Input time at the end of the newest packet, ms.
     pub fn now_ms(&self) -> u64 {
-        self.end / 48
+        self.end / self.codec.ticks_per_ms()
+    }
+
+    pub fn codec(&self) -> Codec {
+        self.codec
     }
 
     /// Stores one received packet. Returns `Ok(None)` for a late or duplicate packet (its time
-    /// has passed; it is dropped) and an error for one whose TOC does not parse.
+    /// has passed; it is dropped) and an error for one whose duration cannot be read (an Opus
+    /// TOC that does not parse, an empty packet).
     pub fn push(
         &mut self,
         payload: Bytes,
         rtp_timestamp: Option<u32>,
     ) -> Result<Option<Arrival>, CodecError> {
-        let samples = packet_samples(&payload)? as u32;
+        let samples = self.codec.packet_ticks(&payload)? as u32;
         let gap = match (rtp_timestamp, self.last_ts) {
             (Some(ts), Some(last)) => {
                 let delta = ts.wrapping_sub(last) as i32;
@@ -94,7 +109,11 @@ impl InputBuffer {
                     return Ok(None);
                 }
                 let gap = (delta as u64).saturating_sub(u64::from(self.last_samples));
-                if gap > MAX_GAP_SAMPLES { 0 } else { gap }
+                if gap > MAX_GAP_MS * self.codec.ticks_per_ms() {
+                    0
+                } else {
+                    gap
+                }
             }
             _ => 0,
         };
@@ -119,14 +138,19 @@ impl InputBuffer {
             start_samples: start,
             samples,
             gap_samples: gap,
+            ticks_per_ms: self.codec.ticks_per_ms(),
         }))
     }
 
     /// The stored frames that overlap `[start_ms, end_ms)`, in order, each with its duration in
-    /// 48 kHz samples, ready to be sent again as they came. Gaps between them (loss, DTX) are
-    /// filled with 20 ms [`SILENCE_FRAME`]s so a replay keeps the caller's timing.
+    /// RTP clock ticks, ready to be sent again as they came. Gaps between them (loss, DTX) are
+    /// filled with 20 ms silence frames ([`Codec::silence_frame`]) so a replay keeps the
+    /// caller's timing.
     pub fn frames_between(&self, start_ms: u64, end_ms: u64) -> Vec<(Bytes, u32)> {
-        let (start, end) = (start_ms * 48, end_ms * 48);
+        let per_ms = self.codec.ticks_per_ms();
+        let (start, end) = (start_ms * per_ms, end_ms * per_ms);
+        let frame = self.codec.frame_ticks();
+        let silence = self.codec.silence_frame();
         let first = self
             .frames
             .partition_point(|f| f.start + u64::from(f.samples) <= start);
@@ -137,9 +161,9 @@ impl InputBuffer {
                 break;
             }
             if let Some(mut c) = cursor {
-                while f.start >= c + FRAME_SAMPLES as u64 {
-                    out.push((Bytes::from_static(&SILENCE_FRAME), FRAME_SAMPLES as u32));
-                    c += FRAME_SAMPLES as u64;
+                while f.start >= c + u64::from(frame) {
+                    out.push((silence.clone(), frame));
+                    c += u64::from(frame);
                 }
             }
             out.push((f.payload.clone(), f.samples));
@@ -167,15 +191,20 @@ impl InputBuffer {
 #[derive(Debug)]
 pub struct Listener {
     pub buffer: InputBuffer,
-    decoder: OpusDecoder,
+    decoder: Decoder,
     vad: Vad,
 }
 
 impl Listener {
+    /// A listener for an Opus call.
     pub fn new(cfg: VadConfig) -> Self {
+        Self::with_codec(Codec::Opus, cfg)
+    }
+
+    pub fn with_codec(codec: Codec, cfg: VadConfig) -> Self {
         Self {
-            buffer: InputBuffer::default(),
-            decoder: OpusDecoder::new(),
+            buffer: InputBuffer::with_codec(codec, DEFAULT_HISTORY_MS),
+            decoder: Decoder::new(codec),
             vad: Vad::new(cfg),
         }
     }
@@ -197,33 +226,35 @@ impl Listener {
             return events;
         };
         let gap = arrival.gap_samples;
+        let codec = self.buffer.codec();
+        let per_ms = codec.ticks_per_ms();
         if gap > 0 {
             let gap_start = arrival.start_samples - gap;
-            let frame = FRAME_SAMPLES as u64;
-            if gap <= MAX_CONCEAL_SAMPLES {
+            let frame = u64::from(codec.frame_ticks());
+            if gap <= MAX_CONCEAL_FRAMES * frame {
                 let mut t = gap_start;
                 while t + frame < arrival.start_samples {
-                    let pcm = self.decoder.decode_lost(Some(FRAME_SAMPLES));
-                    events.extend(self.vad.push_frame(pcm, t / 48));
+                    let pcm = self.decoder.decode_lost(frame as usize);
+                    events.extend(self.vad.push_frame(pcm, t / per_ms));
                     t += frame;
                 }
                 let rest = (arrival.start_samples - t) as usize;
                 let pcm = match self.decoder.decode_fec(&payload, rest) {
                     Ok(pcm) => pcm,
-                    Err(_) => self.decoder.decode_lost(Some(rest)),
+                    Err(_) => self.decoder.decode_lost(rest),
                 };
-                events.extend(self.vad.push_frame(pcm, t / 48));
+                events.extend(self.vad.push_frame(pcm, t / per_ms));
             } else {
-                for i in 0..(MAX_CONCEAL_SAMPLES / frame) {
-                    let pcm = self.decoder.decode_lost(Some(FRAME_SAMPLES));
-                    events.extend(self.vad.push_frame(pcm, (gap_start + i * frame) / 48));
+                for i in 0..MAX_CONCEAL_FRAMES {
+                    let pcm = self.decoder.decode_lost(frame as usize);
+                    events.extend(self.vad.push_frame(pcm, (gap_start + i * frame) / per_ms));
                 }
             }
         }
         let start_ms = arrival.start_ms();
         let pcm = match self.decoder.decode(&payload) {
             Ok(pcm) => pcm,
-            Err(_) => self.decoder.decode_lost(Some(arrival.samples as usize)),
+            Err(_) => self.decoder.decode_lost(arrival.samples as usize),
         };
         events.extend(self.vad.push_frame(pcm, start_ms));
         events
@@ -245,7 +276,7 @@ impl Listener {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audio::codec::OpusEncoder;
+    use crate::audio::codec::{Encoder, FRAME_SAMPLES, OpusDecoder, OpusEncoder};
 
     fn pkt(tag: u8) -> Bytes {
         // CELT FB 20 ms; the second byte tells packets apart.
@@ -449,5 +480,43 @@ mod tests {
         };
         assert!((2900..=3300).contains(&speech_end_ms), "{speech_end_ms}");
         assert_eq!(audio_end_ms, speech_end_ms + 500);
+    }
+
+    #[test]
+    fn g711_listener_finds_the_turn_on_its_8_khz_clock() {
+        let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
+            .expect("fixtures/speech.wav");
+        let (_, pcm) = crate::audio::wav::parse_wav(&wav).unwrap();
+        for codec in [Codec::Pcmu, Codec::Pcma] {
+            let mut enc = Encoder::new(codec);
+            let mut l = Listener::with_codec(codec, VadConfig::default());
+            let mut events = Vec::new();
+            for (i, f) in pcm.chunks_exact(FRAME_SAMPLES).enumerate() {
+                let p = Bytes::copy_from_slice(enc.encode(f).unwrap());
+                assert_eq!(p.len(), 160);
+                if i % 9 == 4 {
+                    continue; // lost: 20 ms of time still passes
+                }
+                let ts = 7u32.wrapping_add(i as u32 * 160);
+                events.extend(l.on_packet(p, Some(ts)));
+            }
+            // Input time runs on the 8 kHz clock: the fixture's length, give or take the last frame.
+            let len_ms = (pcm.len() / FRAME_SAMPLES * 20) as u64;
+            assert!(
+                l.buffer.now_ms().abs_diff(len_ms) <= 20,
+                "{}",
+                l.buffer.now_ms()
+            );
+            assert_eq!(events.len(), 2, "{codec:?}: {events:?}");
+            let VadEvent::SpeechStopped { speech_end_ms, .. } = events[1] else {
+                panic!("{events:?}")
+            };
+            assert!((2900..=3300).contains(&speech_end_ms), "{speech_end_ms}");
+            // The turn's frames come back as 160-byte frames of 160 ticks, losses filled.
+            let frames = l.buffer.frames_between(0, 900);
+            assert_eq!(frames.len(), 45);
+            assert!(frames.iter().all(|(p, n)| p.len() == 160 && *n == 160));
+            assert_eq!(frames[4].0, codec.silence_frame());
+        }
     }
 }

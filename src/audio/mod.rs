@@ -1,4 +1,4 @@
-//! Audio for the stub models: Opus in and out, server VAD, text to speech and paced playback.
+//! Audio for the stub models: Opus or G.711 in and out, server VAD, text to speech and paced playback.
 //!
 //! The pieces, in the order a turn uses them:
 //! - [`input::Listener`] takes the caller's Opus packets as they arrive: it keeps them in an
@@ -11,9 +11,13 @@
 //! - A [`Player`] sends either one back in real time, 20 ms per frame, encoding TTS PCM with
 //!   [`OpusEncoder`] as it goes, and stops at once on barge-in.
 //!
-//! Everything is 48 kHz mono; nothing here does I/O on a socket or reads a clock by itself.
+//! The call's [`Codec`] is Opus or G.711 (PCMU/PCMA, [`g711`]); the Listener and Player take it
+//! and use its decoder, encoder and RTP clock, so nothing else branches on it. Durations of
+//! packets and RTP timestamps are in that clock's ticks (48 kHz or 8 kHz); PCM is 48 kHz mono
+//! throughout. Nothing here does I/O on a socket or reads a clock by itself.
 
 pub mod codec;
+pub mod g711;
 pub mod input;
 pub mod player;
 pub mod resample;
@@ -22,7 +26,8 @@ pub mod vad;
 pub mod wav;
 
 pub use codec::{
-    CodecError, EncoderConfig, FRAME_SAMPLES, OpusDecoder, OpusEncoder, SAMPLE_RATE, packet_samples,
+    Codec, CodecError, Decoder, Encoder, EncoderConfig, FRAME_SAMPLES, OpusDecoder, OpusEncoder,
+    SAMPLE_RATE, packet_samples,
 };
 pub use input::{Arrival, InputBuffer, Listener, SILENCE_FRAME};
 pub use player::{OutFrame, Player};

@@ -4,15 +4,15 @@
 //! [`Player::next_frame`] call, with the first [`PRIME_FRAMES`] released at once so the caller's
 //! jitter buffer starts primed (the stream then stays that far ahead of real time). It does no I/O
 //! and reads no clock: the transceiver passes `now`, and [`Player::next_deadline`] tells its timer
-//! heap when to poll again. TTS audio is encoded to Opus frame by frame as it is released, so a
-//! stopped (barged-in) response costs no encoding for the audio never sent.
+//! heap when to poll again. TTS audio is encoded in the call's codec (Opus or G.711) frame by
+//! frame as it is released, so a stopped (barged-in) response costs no encoding for the audio
+//! never sent. Frame durations and the schedule are in the codec's RTP clock.
 
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 
-use super::codec::{FRAME_SAMPLES, OpusEncoder};
-use super::input::SILENCE_FRAME;
+use super::codec::{Codec, Encoder, FRAME_SAMPLES};
 
 /// Frames sent back-to-back at the start of a response.
 pub const PRIME_FRAMES: u64 = 3;
@@ -21,7 +21,8 @@ const ARENA_BYTES: usize = 16 * 1024;
 /// If the caller polls this late, the schedule slips instead of bursting to catch up.
 const MAX_LATENESS: Duration = Duration::from_millis(100);
 
-/// One frame to send: an Opus packet and the 48 kHz media time it covers (the RTP timestamp step).
+/// One frame to send: an encoded packet and the media time it covers in RTP clock ticks (the
+/// RTP timestamp step).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OutFrame {
     pub payload: Bytes,
@@ -33,18 +34,19 @@ enum Source {
     Pcm {
         pcm: Vec<i16>,
         pos: usize,
-        encoder: Box<OpusEncoder>,
+        encoder: Box<Encoder>,
         arena: BytesMut,
         scratch: Vec<i16>,
     },
     /// Already-encoded frames (echo: the caller's own packets).
-    Opus {
+    Encoded {
         frames: std::vec::IntoIter<(Bytes, u32)>,
     },
 }
 
 pub struct Player {
     response_id: String,
+    codec: Codec,
     source: Source,
     total_samples: u64,
     /// Samples released so far.
@@ -67,30 +69,34 @@ impl std::fmt::Debug for Player {
     }
 }
 
-fn samples_to_duration(samples: u64) -> Duration {
-    Duration::from_micros(samples * 1_000_000 / 48_000)
-}
-
 impl Player {
-    /// Plays 48 kHz mono PCM (TTS); the last partial frame is padded with silence.
-    pub fn from_pcm(response_id: impl Into<String>, pcm48k: Vec<i16>) -> Self {
+    /// Plays 48 kHz mono PCM (TTS), encoded in `codec`; the last partial frame is padded with
+    /// silence.
+    pub fn from_pcm(response_id: impl Into<String>, pcm48k: Vec<i16>, codec: Codec) -> Self {
         let frames = pcm48k.len().div_ceil(FRAME_SAMPLES) as u64;
+        let frame = u64::from(codec.frame_ticks());
         Self::new(
             response_id.into(),
+            codec,
             Source::Pcm {
                 pcm: pcm48k,
                 pos: 0,
-                encoder: Box::default(),
+                encoder: Box::new(Encoder::new(codec)),
                 arena: BytesMut::with_capacity(ARENA_BYTES),
                 scratch: vec![0; FRAME_SAMPLES],
             },
-            frames * FRAME_SAMPLES as u64,
-            PRIME_FRAMES.saturating_sub(1) * FRAME_SAMPLES as u64,
+            frames * frame,
+            PRIME_FRAMES.saturating_sub(1) * frame,
         )
     }
 
-    /// Plays already-encoded Opus frames as they are, each with its duration in 48 kHz samples.
-    pub fn from_opus_frames(response_id: impl Into<String>, frames: Vec<(Bytes, u32)>) -> Self {
+    /// Plays already-encoded frames of `codec` as they are, each with its duration in the
+    /// codec's RTP clock ticks.
+    pub fn from_frames(
+        response_id: impl Into<String>,
+        frames: Vec<(Bytes, u32)>,
+        codec: Codec,
+    ) -> Self {
         let total = frames.iter().map(|(_, n)| u64::from(*n)).sum();
         let lead = frames
             .iter()
@@ -99,7 +105,8 @@ impl Player {
             .sum();
         Self::new(
             response_id.into(),
-            Source::Opus {
+            codec,
+            Source::Encoded {
                 frames: frames.into_iter(),
             },
             total,
@@ -107,16 +114,29 @@ impl Player {
         )
     }
 
-    fn new(response_id: String, source: Source, total_samples: u64, lead_samples: u64) -> Self {
-        Self {
+    fn new(
+        response_id: String,
+        codec: Codec,
+        source: Source,
+        total_samples: u64,
+        lead_samples: u64,
+    ) -> Self {
+        let mut p = Self {
             response_id,
+            codec,
             source,
             total_samples,
             sent_samples: 0,
             t0: None,
-            lead: samples_to_duration(lead_samples),
+            lead: Duration::ZERO,
             stopped: false,
-        }
+        };
+        p.lead = p.ticks_to_duration(lead_samples);
+        p
+    }
+
+    fn ticks_to_duration(&self, ticks: u64) -> Duration {
+        Duration::from_micros(ticks * 1_000_000 / u64::from(self.codec.clock_hz()))
     }
 
     pub fn response_id(&self) -> &str {
@@ -131,7 +151,7 @@ impl Player {
         }
         let t0 = self.t0?;
         Some(
-            (t0 + samples_to_duration(self.sent_samples))
+            (t0 + self.ticks_to_duration(self.sent_samples))
                 .checked_sub(self.lead)
                 .unwrap_or(t0)
                 .max(t0),
@@ -153,6 +173,7 @@ impl Player {
             // The loop stalled: start the rest of the schedule from now rather than burst.
             self.t0 = Some(t0 + (now - due));
         }
+        let codec = self.codec;
         let frame = match &mut self.source {
             Source::Pcm {
                 pcm,
@@ -167,7 +188,14 @@ impl Player {
                 scratch[n..].fill(0);
                 *pos = end;
                 // An encoder failure costs one frame of silence, not the response.
-                let packet = encoder.encode(scratch).unwrap_or(&SILENCE_FRAME);
+                let silence;
+                let packet = match encoder.encode(scratch) {
+                    Ok(p) => p,
+                    Err(_) => {
+                        silence = codec.silence_frame();
+                        &silence[..]
+                    }
+                };
                 // Packets are cut from a 16 KB arena (a new one when it is used up), so most
                 // frames allocate nothing.
                 if arena.capacity() < packet.len() {
@@ -176,10 +204,10 @@ impl Player {
                 arena.extend_from_slice(packet);
                 OutFrame {
                     payload: arena.split().freeze(),
-                    samples: FRAME_SAMPLES as u32,
+                    samples: codec.frame_ticks(),
                 }
             }
-            Source::Opus { frames } => {
+            Source::Encoded { frames } => {
                 let (payload, samples) = frames.next()?;
                 OutFrame { payload, samples }
             }
@@ -190,7 +218,7 @@ impl Player {
 
     /// Milliseconds of audio released so far.
     pub fn played_ms(&self) -> u64 {
-        self.sent_samples / 48
+        self.sent_samples / self.codec.ticks_per_ms()
     }
 
     /// Milliseconds the caller can have heard by `now`: what was released, less what is still
@@ -203,7 +231,7 @@ impl Player {
     }
 
     pub fn total_ms(&self) -> u64 {
-        self.total_samples / 48
+        self.total_samples / self.codec.ticks_per_ms()
     }
 
     /// All frames released, or stopped.
@@ -247,7 +275,7 @@ mod tests {
         let pcm: Vec<i16> = (0..48_000 + 100)
             .map(|i| ((i % 100) * 100) as i16)
             .collect();
-        let mut p = Player::from_pcm("resp_1", pcm);
+        let mut p = Player::from_pcm("resp_1", pcm, Codec::Opus);
         assert_eq!(p.response_id(), "resp_1");
         assert_eq!(p.total_ms(), 1020); // 51 frames, the last padded
         assert_eq!(p.next_deadline(), None);
@@ -272,7 +300,7 @@ mod tests {
 
     #[test]
     fn deadline_tells_when_to_wake() {
-        let mut p = Player::from_pcm("r", vec![1000; 960 * 10]);
+        let mut p = Player::from_pcm("r", vec![1000; 960 * 10], Codec::Opus);
         let t0 = Instant::now();
         for _ in 0..3 {
             assert!(p.next_frame(t0).is_some());
@@ -289,7 +317,7 @@ mod tests {
         let frames: Vec<(Bytes, u32)> = (0..6u8)
             .map(|i| (Bytes::from(vec![0xf8, i]), if i == 4 { 1920 } else { 960 }))
             .collect();
-        let mut p = Player::from_opus_frames("r", frames.clone());
+        let mut p = Player::from_frames("r", frames.clone(), Codec::Opus);
         assert_eq!(p.total_ms(), 140);
         let t0 = Instant::now();
         let sent = drive(&mut p, t0, MS, Duration::from_millis(500));
@@ -305,7 +333,7 @@ mod tests {
 
     #[test]
     fn stop_is_immediate_and_heard_ms_trails_played_ms() {
-        let mut p = Player::from_pcm("r", vec![1000; 48_000 * 5]);
+        let mut p = Player::from_pcm("r", vec![1000; 48_000 * 5], Codec::Opus);
         let t0 = Instant::now();
         let sent = drive(&mut p, t0, 5 * MS, Duration::from_millis(300));
         assert_eq!(sent.len(), 18); // 3 primed + one per 20 ms for 300 ms
@@ -321,7 +349,7 @@ mod tests {
 
     #[test]
     fn a_stalled_loop_does_not_get_a_burst() {
-        let mut p = Player::from_pcm("r", vec![1000; 48_000]);
+        let mut p = Player::from_pcm("r", vec![1000; 48_000], Codec::Opus);
         let t0 = Instant::now();
         assert!(p.next_frame(t0).is_some());
         // The loop wakes 500 ms late: one frame now, then the schedule continues from here.
@@ -336,9 +364,38 @@ mod tests {
 
     #[test]
     fn empty_input_is_done_at_once() {
-        let mut p = Player::from_pcm("r", Vec::new());
+        let mut p = Player::from_pcm("r", Vec::new(), Codec::Opus);
         assert!(p.is_done());
         assert_eq!(p.next_frame(Instant::now()), None);
-        assert!(Player::from_opus_frames("r", Vec::new()).is_done());
+        assert!(Player::from_frames("r", Vec::new(), Codec::Opus).is_done());
+    }
+
+    #[test]
+    fn g711_frames_are_160_ticks_paced_every_20_ms() {
+        // TTS PCM at 48 kHz becomes 160-byte G.711 frames, 160 ticks of the 8 kHz clock each.
+        let pcm: Vec<i16> = crate::audio::codec::tests::tone(48_000 + 100, 440.0, -20.0);
+        for codec in [Codec::Pcmu, Codec::Pcma] {
+            let mut p = Player::from_pcm("r", pcm.clone(), codec);
+            assert_eq!(p.total_ms(), 1020);
+            let t0 = Instant::now();
+            let sent = drive(&mut p, t0, MS, Duration::from_secs(2));
+            assert_eq!(sent.len(), 51);
+            let times: Vec<u64> = sent.iter().map(|(t, _)| *t).collect();
+            assert_eq!(&times[..5], &[0, 0, 0, 20, 40]);
+            assert_eq!(times[50], 48 * 20);
+            assert!(
+                sent.iter()
+                    .all(|(_, f)| f.samples == 160 && f.payload.len() == 160)
+            );
+            assert_eq!(p.played_ms(), 1020);
+            // Stored G.711 frames (echo) pass through on the same clock.
+            let frames: Vec<(Bytes, u32)> =
+                sent.into_iter().map(|(_, f)| (f.payload, 160)).collect();
+            let mut echo = Player::from_frames("e", frames.clone(), codec);
+            assert_eq!(echo.total_ms(), 1020);
+            let again = drive(&mut echo, t0, MS, Duration::from_secs(2));
+            assert_eq!(again.len(), 51);
+            assert_eq!(again[3].0, 20);
+        }
     }
 }

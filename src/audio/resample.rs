@@ -64,7 +64,7 @@ fn fir(x: &[f32], taps: &[f32]) -> Vec<f32> {
 
 /// 63-tap Blackman-windowed sinc low-pass with cutoff `fc` (a fraction of the sample rate),
 /// normalized to unity gain at DC.
-fn lowpass_taps(fc: f32) -> Vec<f32> {
+pub(crate) fn lowpass_taps(fc: f32) -> Vec<f32> {
     const N: usize = 63;
     let mid = (N / 2) as f32;
     let mut taps: Vec<f32> = (0..N)

@@ -29,20 +29,23 @@ use std::time::Instant;
 
 use serde_json::Value;
 
-/// One encoded audio frame from the caller (Opus, as negotiated on the audio m-line).
+/// One encoded audio frame from the caller, in the codec negotiated on the audio m-line (Opus,
+/// or G.711 for telephony clients).
 #[derive(Debug, Clone, Copy)]
 pub struct AudioIn<'a> {
     pub payload: &'a [u8],
     pub rtp_timestamp: u32,
     pub sequence: u16,
+    /// The negotiated codec's RTP clock (48 kHz Opus, 8 kHz G.711): what the timestamp counts.
+    pub clock_hz: u32,
 }
 
-/// One encoded frame for the caller, with how much 48 kHz media time it covers so the sender
-/// can advance its RTP timestamp without decoding.
+/// One encoded frame for the caller, with how much media time it covers in ticks of the
+/// negotiated RTP clock, so the sender can advance its RTP timestamp without decoding.
 #[derive(Debug, Clone)]
 pub struct AudioOut {
     pub payload: bytes::Bytes,
-    pub samples_48k: u32,
+    pub samples: u32,
 }
 
 /// What a response says, decided by the model and rendered by the media side. Not `Speech`:

@@ -129,6 +129,15 @@ impl Conversation {
         self.config["expires_at"] = Value::from(unix_secs);
     }
 
+    /// The session's `audio.input.format` and `audio.output.format` (`audio/pcmu`, `audio/pcma`):
+    /// a G.711 call's audio is that on the wire, and a client may read it back. Set before the
+    /// channel opens, so `session.created` says it.
+    pub fn set_audio_format(&mut self, format: &str) {
+        for dir in ["input", "output"] {
+            self.config["audio"][dir]["format"] = serde_json::json!({ "type": format });
+        }
+    }
+
     /// Emits `session.created` once, with the full effective config.
     pub fn on_channel_open(&mut self) {
         if self.opened {

@@ -8,8 +8,13 @@
 //! browsers' offers (`fixtures/sdp/`) and fuzzed.
 //!
 //! What it requires, and why:
-//! - an audio m-line with a port, over DTLS-SRTP (`UDP/TLS/RTP/SAVPF`), offering Opus: the only
-//!   codec and transport a transceiver answers;
+//! - an audio m-line with a port, over DTLS-SRTP (`UDP/TLS/RTP/SAVPF`), offering Opus
+//!   (`opus/48000/2`) or G.711 (`PCMU/8000`, `PCMA/8000`, or their static payload types 0 and 8
+//!   without an `a=rtpmap`): the codecs and the transport a transceiver answers. The answer
+//!   carries one codec, chosen by [`choose_audio_codec`]: Opus whenever it is offered (wideband,
+//!   with loss concealment and FEC), else the first of PCMU and PCMA in the m-line's format order,
+//!   which is the client's preference (a telephony client, or a browser whose
+//!   `setCodecPreferences` left only G.711);
 //! - one sha-256 certificate fingerprint: `rtc` takes the session-level one or each section's
 //!   first, refuses the offer if they differ, and verifies the DTLS certificate against sha-256
 //!   only, so md5/sha-1 (too weak) and sha-384/512 (not verified) cannot complete a handshake;
@@ -19,6 +24,8 @@
 //! - ICE credentials within RFC 8839's bounds (the client's ufrag is half of every STUN USERNAME);
 //! - a data channel's `a=sctp-port` in 1–65535 and `a=max-message-size` a number;
 //! - at most [`MAX_MEDIA_SECTIONS`] m-lines.
+
+use crate::audio::Codec;
 
 /// A voice call is an audio line and a data channel; a few more (video, a second audio) are
 /// answered as rejected. Dozens of m-lines are no real client's offer, and each costs the core
@@ -33,8 +40,10 @@ const PWD_LEN: std::ops::RangeInclusive<usize> = 22..=256;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OfferSummary {
     pub media_sections: usize,
-    /// The Opus payload type of the audio line the call will use.
-    pub opus_payload_type: u8,
+    /// The codec the answer will carry (see [`choose_audio_codec`]).
+    pub audio_codec: Codec,
+    /// Its payload type on the audio line the call will use.
+    pub audio_payload_type: u8,
     /// Whether it opens a data channel (`oai-events`); audio alone is a valid call too.
     pub data_channel: bool,
 }
@@ -59,9 +68,9 @@ pub enum OfferError {
     )]
     AudioNotDtlsSrtp(String),
     #[error(
-        "the audio m-line does not offer Opus (a=rtpmap:<pt> opus/48000/2), the only codec answered"
+        "the audio m-line offers no codec answered here: Opus (a=rtpmap:<pt> opus/48000/2), PCMU (0, PCMU/8000) or PCMA (8, PCMA/8000)"
     )]
-    NoOpus,
+    NoSupportedCodec,
     #[error(
         "the offer has no a=fingerprint line; DTLS-SRTP needs the client's certificate fingerprint"
     )]
@@ -144,7 +153,7 @@ pub fn check_offer(sdp: &str) -> Result<OfferSummary, OfferError> {
     if media.len() > MAX_MEDIA_SECTIONS {
         return Err(OfferError::TooManyMediaSections(media.len()));
     }
-    let opus_payload_type = check_audio(media)?;
+    let (audio_codec, audio_payload_type) = check_audio(media)?;
     check_fingerprint(session, media)?;
     for s in &sections {
         for role in s.attrs("setup") {
@@ -172,9 +181,18 @@ pub fn check_offer(sdp: &str) -> Result<OfferSummary, OfferError> {
     }
     Ok(OfferSummary {
         media_sections: media.len(),
-        opus_payload_type,
+        audio_codec,
+        audio_payload_type,
         data_channel,
     })
+}
+
+/// The codec (and its payload type) the answer to `sdp` carries: Opus if the first usable audio
+/// m-line offers it, else the first G.711 codec in its format order. The transceiver builds its
+/// media engine with this codec alone, so the answer names exactly one.
+pub fn choose_audio_codec(sdp: &str) -> Result<(Codec, u8), OfferError> {
+    let sections = parse(sdp)?;
+    check_audio(&sections[1..])
 }
 
 fn parse(sdp: &str) -> Result<Vec<Section<'_>>, OfferError> {
@@ -245,8 +263,9 @@ fn media_line(value: &str) -> Option<MediaLine<'_>> {
     })
 }
 
-/// The first audio line with a port must be DTLS-SRTP and offer Opus; returns Opus's payload type.
-fn check_audio(media: &[Section<'_>]) -> Result<u8, OfferError> {
+/// The first audio line with a port must be DTLS-SRTP and offer a codec we answer; returns the
+/// one chosen (see the module docs) and its payload type.
+fn check_audio(media: &[Section<'_>]) -> Result<(Codec, u8), OfferError> {
     let mut audio = media
         .iter()
         .filter(|s| s.media.as_ref().is_some_and(|m| m.kind == "audio"))
@@ -264,17 +283,30 @@ fn check_audio(media: &[Section<'_>]) -> Result<u8, OfferError> {
     {
         return Err(OfferError::AudioNotDtlsSrtp(m.proto.to_owned()));
     }
-    section
-        .attrs("rtpmap")
-        .find_map(|v| {
-            let (pt, codec) = v.split_once(' ')?;
-            let (name, rate) = codec.trim().split_once('/')?;
-            let is_opus = name.eq_ignore_ascii_case("opus")
-                && rate.split('/').next() == Some("48000")
-                && m.formats.contains(&pt);
-            is_opus.then(|| pt.parse::<u8>().ok()).flatten()
+    // Each listed format's codec, in the m-line's (the client's preference) order: its
+    // `a=rtpmap` if it has one, else what a static payload type stands for.
+    let offered: Vec<(Codec, u8)> = m
+        .formats
+        .iter()
+        .filter_map(|f| {
+            let pt = f.parse::<u8>().ok()?;
+            let rtpmap = section.attrs("rtpmap").find_map(|v| {
+                let (p, encoding) = v.split_once(' ')?;
+                (p.trim() == *f).then_some(encoding)
+            });
+            let codec = match rtpmap {
+                Some(encoding) => Codec::from_rtpmap(encoding),
+                None => Codec::from_static_payload_type(pt),
+            }?;
+            Some((codec, pt))
         })
-        .ok_or(OfferError::NoOpus)
+        .collect();
+    offered
+        .iter()
+        .find(|(c, _)| *c == Codec::Opus)
+        .or_else(|| offered.first())
+        .copied()
+        .ok_or(OfferError::NoSupportedCodec)
 }
 
 /// Mirrors `rtc`: the session's first fingerprint and each m-line's first must agree, and that
@@ -362,13 +394,17 @@ mod tests {
             c,
             OfferSummary {
                 media_sections: 2,
-                opus_payload_type: 111,
+                audio_codec: Codec::Opus,
+                audio_payload_type: 111,
                 data_channel: true
             }
         );
         // Firefox: session-level fingerprint, Opus on 109, .local candidates, LF-only works too.
         let f = check_offer(FIREFOX).unwrap();
-        assert_eq!((f.opus_payload_type, f.data_channel), (109, true));
+        assert_eq!(
+            (f.audio_codec, f.audio_payload_type, f.data_channel),
+            (Codec::Opus, 109, true)
+        );
         assert!(check_offer(&FIREFOX.replace("\r\n", "\n")).is_ok());
         // Audio alone (no data channel) and a=setup:active are fine.
         let audio_only = CHROMIUM.split("m=application").next().unwrap();
@@ -447,6 +483,32 @@ mod tests {
     }
 
     #[test]
+    fn g711_only_offers_are_answered_with_the_clients_first_g711_codec() {
+        // Chromium with setCodecPreferences([PCMU]) / ([PCMA]): the m-line lists only that one.
+        let pcmu = chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 0");
+        assert_eq!(choose_audio_codec(&pcmu), Ok((Codec::Pcmu, 0)));
+        let s = check_offer(&pcmu).unwrap();
+        assert_eq!((s.audio_codec, s.audio_payload_type), (Codec::Pcmu, 0));
+        let pcma = chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 8");
+        assert_eq!(choose_audio_codec(&pcma), Ok((Codec::Pcma, 8)));
+        // Both, in the client's order.
+        let both = chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 8 0 126");
+        assert_eq!(choose_audio_codec(&both), Ok((Codec::Pcma, 8)));
+        // Opus wins whenever it is offered, even listed after G.711.
+        let late_opus = chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 0 8 111");
+        assert_eq!(choose_audio_codec(&late_opus), Ok((Codec::Opus, 111)));
+        // Static payload types need no rtpmap (a SIP-style offer).
+        let bare = chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 8")
+            .replace("a=rtpmap:8 PCMA/8000\r\n", "");
+        assert!(!bare.contains("PCMA"));
+        assert_eq!(choose_audio_codec(&bare), Ok((Codec::Pcma, 8)));
+        // G.722 and telephone-event alone are not answered.
+        let g722 = chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 9 126");
+        assert_eq!(err(&g722), OfferError::NoSupportedCodec);
+        assert_eq!(err(&g722).code(), "invalid_offer");
+    }
+
+    #[test]
     fn audio_must_be_there_usable_and_opus() {
         let no_audio: String = {
             let (head, rest) = CHROMIUM.split_once("m=audio").unwrap();
@@ -463,16 +525,19 @@ mod tests {
             OfferError::AudioNotDtlsSrtp(_)
         ));
         assert_eq!(
-            err(&chromium_with(
-                "a=rtpmap:111 opus/48000/2",
-                "a=rtpmap:111 speex/16000"
-            )),
-            OfferError::NoOpus
+            err(
+                &chromium_with("SAVPF 111 63 9 0 8 13 110 126", "SAVPF 111 63 9 13 110 126")
+                    .replace("a=rtpmap:111 opus/48000/2", "a=rtpmap:111 speex/16000")
+            ),
+            OfferError::NoSupportedCodec
         );
-        // Opus mapped, but not listed on the m-line.
+        // Opus mapped, but not listed on the m-line (and no G.711 either).
         assert_eq!(
-            err(&chromium_with("SAVPF 111 63", "SAVPF 63")),
-            OfferError::NoOpus
+            err(&chromium_with(
+                "SAVPF 111 63 9 0 8 13 110 126",
+                "SAVPF 63 9 13 110 126"
+            )),
+            OfferError::NoSupportedCodec
         );
     }
 

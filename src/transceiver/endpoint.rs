@@ -724,6 +724,7 @@ impl Endpoint {
                 candidate: self.advertise,
                 audio_sender: answered.audio_sender,
                 audio_ssrc: answered.audio_ssrc,
+                codec: answered.codec,
                 model,
             },
         );

@@ -9,12 +9,17 @@
 //! packet that detects a barge-in. A response that stops while its speech is being made
 //! (cancel, barge-in, the call ending) cancels the job too. A `session.update` that switches
 //! between a frame-level and a turn-based model switches the mode.
+//!
+//! Both modes carry the call's negotiated [`Codec`] (Opus, or G.711 for telephony clients): the
+//! listener decodes and the player encodes with it, and every frame duration handed to the
+//! session is in its RTP clock's ticks.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::audio::codec::Codec;
 use crate::audio::input::Listener;
 use crate::audio::player::Player;
 use crate::audio::tts;
@@ -105,11 +110,12 @@ pub struct VoiceTimings {
 
 pub enum Media {
     /// Frames go to and from the frame-level model the conversation holds.
-    Frames,
+    Frames(Codec),
     Voice(Box<Voice>),
 }
 
 pub struct Voice {
+    codec: Codec,
     listener: Listener,
     player: Option<Player>,
     /// Audio is held until then (a planned delay).
@@ -134,18 +140,25 @@ pub struct Voice {
 }
 
 impl Media {
-    pub fn for_model(kind: &ModelKind) -> Media {
+    pub fn for_model(kind: &ModelKind, codec: Codec) -> Media {
         if kind.is_frame_level() {
-            Media::Frames
+            Media::Frames(codec)
         } else {
-            Media::Voice(Box::new(Voice::new()))
+            Media::Voice(Box::new(Voice::new(codec)))
+        }
+    }
+
+    pub fn codec(&self) -> Codec {
+        match self {
+            Media::Frames(codec) => *codec,
+            Media::Voice(v) => v.codec,
         }
     }
 
     pub fn timings(&self) -> VoiceTimings {
         match self {
             Media::Voice(v) => v.timings,
-            Media::Frames => VoiceTimings::default(),
+            Media::Frames(_) => VoiceTimings::default(),
         }
     }
 
@@ -159,12 +172,13 @@ impl Media {
         conv: &mut Conversation,
     ) {
         match self {
-            Media::Frames => conv.model_mut().on_audio(
+            Media::Frames(codec) => conv.model_mut().on_audio(
                 now,
                 AudioIn {
                     payload,
                     rtp_timestamp: rtp_ts,
                     sequence: seq,
+                    clock_hz: codec.clock_hz(),
                 },
             ),
             Media::Voice(v) => v.on_rtp(now, payload, rtp_ts, conv),
@@ -181,7 +195,7 @@ impl Media {
             Media::Voice(v) => v.on_action(now, action, conv),
             // Frames go back as they come, with no turns: answer every response at once so the
             // engine stays consistent.
-            Media::Frames => {
+            Media::Frames(_) => {
                 match action {
                     Action::Speak { response_id, .. } => conv.on_audio_done(&response_id),
                     Action::Hold { response_id, .. } => conv.on_hold_over(&response_id),
@@ -199,20 +213,20 @@ impl Media {
         }
     }
 
-    /// The next frame to send now, if any.
+    /// The next frame to send now, if any, with its duration in RTP clock ticks.
     pub fn next_audio(&mut self, now: Instant, conv: &mut Conversation) -> Option<(Bytes, u32)> {
         match self {
-            Media::Frames => conv
+            Media::Frames(_) => conv
                 .model_mut()
                 .poll_audio(now)
-                .map(|f| (f.payload, f.samples_48k)),
+                .map(|f| (f.payload, f.samples)),
             Media::Voice(v) => v.next_audio(now, conv),
         }
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self {
-            Media::Frames => None,
+            Media::Frames(_) => None,
             Media::Voice(v) => v.poll_timeout(),
         }
     }
@@ -226,8 +240,8 @@ impl Media {
     /// Follows the session: the mode its model needs, and its turn detection settings.
     pub fn configure(&mut self, conv: &Conversation) {
         let frame_level = conv.model_kind().is_frame_level();
-        if frame_level != matches!(self, Media::Frames) {
-            *self = Media::for_model(&conv.model_kind());
+        if frame_level != matches!(self, Media::Frames(_)) {
+            *self = Media::for_model(&conv.model_kind(), self.codec());
         }
         if let (Media::Voice(v), Some(td)) = (self, conv.turn_detection()) {
             let cfg = VadConfig {
@@ -246,10 +260,11 @@ impl Media {
 }
 
 impl Voice {
-    fn new() -> Self {
+    fn new(codec: Codec) -> Self {
         let cfg = VadConfig::default();
         Voice {
-            listener: Listener::new(cfg),
+            codec,
+            listener: Listener::with_codec(codec, cfg),
             player: None,
             hold_until: None,
             held: None,
@@ -329,7 +344,8 @@ impl Voice {
                         conv.on_audio_done(&response_id);
                     } else {
                         let play_at = now + Duration::from_millis(delay_ms);
-                        self.start(Player::from_opus_frames(response_id, frames), play_at);
+                        let player = Player::from_frames(response_id, frames, self.codec);
+                        self.start(player, play_at);
                     }
                     None
                 }
@@ -419,7 +435,7 @@ impl Voice {
         }
         conv.on_audio_length(response_id, speech.duration_ms());
         self.start(
-            Player::from_pcm(response_id, speech.pcm48k),
+            Player::from_pcm(response_id, speech.pcm48k, self.codec),
             play_at.max(now),
         );
     }

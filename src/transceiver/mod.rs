@@ -18,7 +18,7 @@ mod session;
 mod worker;
 
 pub use media::VoiceTimings;
-pub use peer::{AnswerError, add_host_candidate, opus as opus_codec};
+pub use peer::{AnswerError, add_host_candidate, codec_parameters, opus as opus_codec};
 pub use session::{ClientReport, SessionCounters, SessionState};
 
 use std::net::{IpAddr, SocketAddr, UdpSocket};

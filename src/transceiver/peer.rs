@@ -14,7 +14,7 @@ use rtc::media_stream::MediaStreamTrack;
 use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::peer_connection::configuration::RTCConfigurationBuilder;
 use rtc::peer_connection::configuration::interceptor_registry::configure_rtcp_reports;
-use rtc::peer_connection::configuration::media_engine::{MIME_TYPE_OPUS, MediaEngine};
+use rtc::peer_connection::configuration::media_engine::MediaEngine;
 use rtc::peer_connection::configuration::setting_engine::{
     SctpMaxMessageSize, SettingEngineBuilder,
 };
@@ -27,6 +27,8 @@ use rtc::peer_connection::{RTCPeerConnection, RTCPeerConnectionBuilder};
 // the transceiver role this crate module is; the alias keeps the word for the role alone here.
 use rtc::rtp_transceiver as rtp;
 use rtp::RTCRtpSenderId;
+
+use crate::audio::Codec;
 use rtp::rtp_sender::{
     RTCRtpCodec, RTCRtpCodecParameters, RTCRtpCodingParameters, RTCRtpEncodingParameters,
     RtpCodecKind,
@@ -43,15 +45,26 @@ const _: () = assert!(
 /// follows the offer's numbering anyway. Shared with the load generator and the tests' client,
 /// so every side of a test call negotiates the same codec line.
 pub fn opus() -> RTCRtpCodecParameters {
+    codec_parameters(Codec::Opus)
+}
+
+/// A codec's line as `rtc` registers it: Opus as browsers offer it, G.711 on its static payload
+/// type (0 PCMU, 8 PCMA), 8 kHz, as Chromium offers them.
+pub fn codec_parameters(codec: Codec) -> RTCRtpCodecParameters {
+    let (clock_rate, channels, fmtp, payload_type) = match codec {
+        Codec::Opus => (48000, 2, "minptime=10;useinbandfec=1", 111),
+        Codec::Pcmu => (8000, 0, "", 0),
+        Codec::Pcma => (8000, 0, "", 8),
+    };
     RTCRtpCodecParameters {
         rtp_codec: RTCRtpCodec {
-            mime_type: MIME_TYPE_OPUS.to_owned(),
-            clock_rate: 48000,
-            channels: 2,
-            sdp_fmtp_line: "minptime=10;useinbandfec=1".to_owned(),
+            mime_type: codec.mime_type().to_owned(),
+            clock_rate,
+            channels,
+            sdp_fmtp_line: fmtp.to_owned(),
             rtcp_feedback: vec![],
         },
-        payload_type: 111,
+        payload_type,
     }
 }
 
@@ -60,6 +73,8 @@ pub struct AnsweredPeer {
     pub answer_sdp: String,
     pub audio_sender: RTCRtpSenderId,
     pub audio_ssrc: u32,
+    /// The one audio codec the answer carries.
+    pub codec: Codec,
 }
 
 pub struct PeerParams<'a> {
@@ -80,13 +95,19 @@ pub struct PeerParams<'a> {
 pub enum AnswerError {
     #[error("the offer is not valid SDP: {0}")]
     BadSdp(String),
-    #[error("the offer has no audio m-line this server can answer (Opus over UDP/TLS/RTP/SAVPF)")]
+    #[error(
+        "the offer has no audio m-line this server can answer (Opus, PCMU or PCMA over UDP/TLS/RTP/SAVPF)"
+    )]
     NoAudio,
     #[error("could not answer the offer: {0}")]
     Negotiation(String),
 }
 
 pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerError> {
+    // One codec, chosen from the offer as signaling's check chose it (Opus if offered, else the
+    // client's first G.711 codec): the answer then names exactly that one, and the media side
+    // knows what every packet is.
+    let codec = crate::signaling::offer_check::choose_audio_codec(&p.offer_sdp);
     let offer = RTCSessionDescription::offer(p.offer_sdp)
         .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
     let parsed = offer
@@ -99,11 +120,13 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
     {
         return Err(AnswerError::NoAudio);
     }
+    // Valid SDP (else BadSdp above) whose audio offers nothing we answer.
+    let (codec, _) = codec.map_err(|_| AnswerError::NoAudio)?;
 
     let neg = |e: rtc::shared::error::Error| AnswerError::Negotiation(e.to_string());
     let mut media_engine = MediaEngine::default();
     media_engine
-        .register_codec(opus(), RtpCodecKind::Audio)
+        .register_codec(codec_parameters(codec), RtpCodecKind::Audio)
         .map_err(neg)?;
     // Only RTCP sender/receiver reports (the browser's RTT and remote-outbound stats). Not the
     // defaults' NACK (browsers negotiate no NACK for Opus, yet the responder keeps a buffer of
@@ -142,7 +165,7 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
                 ssrc: Some(audio_ssrc),
                 ..Default::default()
             },
-            codec: opus().rtp_codec,
+            codec: codec_parameters(codec).rtp_codec,
             ..Default::default()
         }],
     );
@@ -161,6 +184,7 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
         answer_sdp,
         audio_sender,
         audio_ssrc,
+        codec,
     })
 }
 

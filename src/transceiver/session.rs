@@ -22,6 +22,7 @@ use serde::Serialize;
 
 use super::event_log::EventLog;
 use super::media::{Job, JobDone, Media, VoiceTimings};
+use crate::audio::Codec;
 use crate::model::ModelKind;
 use crate::realtime::{Action, Conversation};
 
@@ -56,9 +57,6 @@ pub struct ClientReport {
 /// How long an expired session stays open for its last events to arrive, with no faults on
 /// the path (the stack does not report what SCTP has acknowledged).
 const DEFAULT_END_GRACE: Duration = Duration::from_secs(1);
-
-/// Opus's RTP clock: report jitter is in its ticks.
-const OPUS_CLOCK_HZ: f64 = 48_000.0;
 
 /// Where replies go next: a client address and the relay that carried it, from a binding request
 /// the stack has not answered yet. The stack answers only a check carrying the ICE password
@@ -158,6 +156,8 @@ pub struct NewSession {
     pub candidate: SocketAddr,
     pub audio_sender: RTCRtpSenderId,
     pub audio_ssrc: u32,
+    /// The audio codec the answer chose.
+    pub codec: Codec,
     pub model: ModelKind,
 }
 
@@ -167,7 +167,11 @@ impl Session {
         if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
             conv.set_expires_at(d.as_secs() + 3600);
         }
-        let media = Media::for_model(&n.model);
+        if n.codec != Codec::Opus {
+            // The session reports the call's audio as what it is on the wire.
+            conv.set_audio_format(n.codec.realtime_format());
+        }
+        let media = Media::for_model(&n.model, n.codec);
         Session {
             call_id: n.call_id,
             ufrag: n.ufrag,
@@ -225,7 +229,9 @@ impl Session {
                     fraction_lost: r.fraction_lost,
                     // rtc passes the report's value through in RTP clock ticks, though the
                     // stats field is documented in seconds.
-                    jitter_ms: r.received_rtp_stream_stats.jitter / OPUS_CLOCK_HZ * 1000.0,
+                    jitter_ms: r.received_rtp_stream_stats.jitter
+                        / f64::from(self.media.codec().clock_hz())
+                        * 1000.0,
                 })
             }
             _ => None,
@@ -450,11 +456,14 @@ impl Session {
         }
     }
 
+    /// Sends one frame of the call's codec; `samples` (its duration in RTP clock ticks) advances
+    /// the timestamp.
     fn send_audio(&mut self, now: Instant, payload: Bytes, samples: u32) {
         self.first_audio_at.get_or_insert(now);
         if self.state != SessionState::Connected {
             return;
         }
+        let mime = self.media.codec().mime_type();
         let Some(mut sender) = self.pc.rtp_sender(self.audio_sender) else {
             return;
         };
@@ -466,7 +475,7 @@ impl Session {
                     .rtp_parameters
                     .codecs
                     .iter()
-                    .find(|c| c.rtp_codec.mime_type.eq_ignore_ascii_case("audio/opus"))
+                    .find(|c| c.rtp_codec.mime_type.eq_ignore_ascii_case(mime))
                     .map(|c| c.payload_type)
                 else {
                     return;

@@ -23,12 +23,15 @@ use webrtc::peer_connection::{
 };
 
 use super::http::{HttpResponse, http_patch, http_post, http_post_auth};
+use voice_edge::audio::{Codec, Encoder, FRAME_SAMPLES};
+use voice_edge::transceiver::codec_parameters;
 
 #[derive(Clone)]
 struct Handler {
     state_tx: mpsc::UnboundedSender<RTCPeerConnectionState>,
     gathered_tx: mpsc::UnboundedSender<()>,
     rtp_tx: mpsc::UnboundedSender<Bytes>,
+    packet_tx: mpsc::UnboundedSender<rtc::rtp::Packet>,
 }
 
 #[async_trait::async_trait]
@@ -43,10 +46,12 @@ impl PeerConnectionEventHandler for Handler {
     }
     async fn on_track(&self, track: Arc<dyn TrackRemote>) {
         let tx = self.rtp_tx.clone();
+        let packet_tx = self.packet_tx.clone();
         tokio::spawn(async move {
             while let Some(ev) = track.poll().await {
                 if let TrackRemoteEvent::OnRtpPacket(p) = ev {
-                    let _ = tx.send(p.payload);
+                    let _ = tx.send(p.payload.clone());
+                    let _ = packet_tx.send(p);
                 }
             }
         });
@@ -66,12 +71,12 @@ pub struct Client {
     channel_closed: tokio::sync::watch::Receiver<bool>,
     state_rx: mpsc::UnboundedReceiver<RTCPeerConnectionState>,
     pub rtp_rx: mpsc::UnboundedReceiver<Bytes>,
+    /// The same packets as `rtp_rx`, whole (payload type, timestamps).
+    pub packet_rx: mpsc::UnboundedReceiver<rtc::rtp::Packet>,
+    /// The one codec this client offered.
+    pub codec: Codec,
     /// RTP sequence continues across rounds: SRTP replay protection drops repeats.
     next_seq: u32,
-}
-
-fn opus() -> RTCRtpCodecParameters {
-    voice_edge::transceiver::opus_codec()
 }
 
 impl Client {
@@ -84,7 +89,20 @@ impl Client {
     /// Like [`Client::call`], posting the offer as multipart (`sdp` + `session`) with a key, as
     /// openai-node's `realtime.calls.create` does.
     pub async fn call_multipart(http: SocketAddr, path: &str, key: &str) -> Client {
-        Self::call_inner(http, path, |sdp| sdp.to_owned(), Some(key.to_owned())).await
+        Self::call_inner(
+            http,
+            path,
+            |sdp| sdp.to_owned(),
+            Some(key.to_owned()),
+            Codec::Opus,
+        )
+        .await
+    }
+
+    /// Like [`Client::call`], offering `codec` alone: G.711 as a telephony client (or a browser
+    /// whose `setCodecPreferences` kept only PCMU or PCMA) offers it.
+    pub async fn call_codec(http: SocketAddr, path: &str, codec: Codec) -> Client {
+        Self::call_inner(http, path, |sdp| sdp.to_owned(), None, codec).await
     }
 
     /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
@@ -93,7 +111,7 @@ impl Client {
         path: &str,
         rewrite: impl Fn(&str) -> String,
     ) -> Client {
-        Self::call_inner(http, path, rewrite, None).await
+        Self::call_inner(http, path, rewrite, None, Codec::Opus).await
     }
 
     async fn call_inner(
@@ -101,18 +119,23 @@ impl Client {
         path: &str,
         rewrite: impl Fn(&str) -> String,
         multipart_key: Option<String>,
+        codec: Codec,
     ) -> Client {
+        let params = codec_parameters(codec);
         let mut me = MediaEngine::default();
-        me.register_codec(opus(), RtpCodecKind::Audio).unwrap();
+        me.register_codec(params.clone(), RtpCodecKind::Audio)
+            .unwrap();
         let (state_tx, state_rx) = mpsc::unbounded_channel();
         let (gathered_tx, mut gathered_rx) = mpsc::unbounded_channel();
         let (rtp_tx, rtp_rx) = mpsc::unbounded_channel();
+        let (packet_tx, packet_rx) = mpsc::unbounded_channel();
         let pc = PeerConnectionBuilder::new()
             .with_media_engine(me)
             .with_handler(Arc::new(Handler {
                 state_tx,
                 gathered_tx,
                 rtp_tx,
+                packet_tx,
             }))
             .with_udp_addrs(vec!["127.0.0.1:0".to_owned()])
             .build()
@@ -129,7 +152,7 @@ impl Client {
                     ssrc: Some(ssrc),
                     ..Default::default()
                 },
-                codec: opus().rtp_codec,
+                codec: params.rtp_codec,
                 ..Default::default()
             }],
         )));
@@ -193,6 +216,8 @@ impl Client {
             channel_closed,
             state_rx,
             rtp_rx,
+            packet_rx,
+            codec,
             next_seq: 0,
         }
     }
@@ -286,7 +311,7 @@ impl Client {
         for i in 0..n {
             let seq = self.next_seq;
             self.next_seq += 1;
-            let pkt = tagged_frame(tag, u32::from(i), seq, self.ssrc);
+            let pkt = tagged_frame(self.codec, tag, u32::from(i), seq, self.ssrc);
             self.track.write_rtp(pkt).await.unwrap();
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
@@ -344,6 +369,31 @@ impl Client {
 }
 
 impl Client {
+    /// Speaks 48 kHz PCM into the call in real time, 20 ms frames encoded in the call's codec
+    /// (as a microphone would), the last partial frame dropped.
+    pub async fn talk(&mut self, pcm48k: &[i16]) {
+        let mut enc = Encoder::new(self.codec);
+        let pt = codec_parameters(self.codec).payload_type;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        for frame in pcm48k.chunks_exact(FRAME_SAMPLES) {
+            tick.tick().await;
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let pkt = rtc::rtp::Packet {
+                header: rtc::rtp::header::Header {
+                    version: 2,
+                    payload_type: pt,
+                    sequence_number: seq as u16,
+                    timestamp: seq.wrapping_mul(self.codec.frame_ticks()),
+                    ssrc: self.ssrc,
+                    ..Default::default()
+                },
+                payload: Bytes::copy_from_slice(enc.encode(frame).unwrap()),
+            };
+            self.track.write_rtp(pkt).await.unwrap();
+        }
+    }
+
     /// Streams 20 ms tagged frames until `stop` is set; returns the number sent.
     pub fn stream(
         &self,
@@ -352,13 +402,14 @@ impl Client {
     ) -> tokio::task::JoinHandle<u32> {
         let track = self.track.clone();
         let ssrc = self.ssrc;
+        let codec = self.codec;
         tokio::spawn(async move {
             let mut i: u32 = 0;
             let mut tick = tokio::time::interval(Duration::from_millis(20));
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Burst);
             while !stop.load(std::sync::atomic::Ordering::Relaxed) {
                 tick.tick().await;
-                let _ = track.write_rtp(tagged_frame(tag, i, i, ssrc)).await;
+                let _ = track.write_rtp(tagged_frame(codec, tag, i, i, ssrc)).await;
                 i += 1;
             }
             i
@@ -383,16 +434,17 @@ impl Client {
 }
 
 /// A 60-byte frame the echo model sends back unchanged: `tag`, then `index` (16 bits) to tell
-/// the frames of one round apart; `seq` numbers the RTP stream, which must never repeat.
-fn tagged_frame(tag: u8, index: u32, seq: u32, ssrc: u32) -> rtc::rtp::Packet {
+/// the frames of one round apart; `seq` numbers the RTP stream, which must never repeat. Its
+/// timestamp advances 20 ms of `codec`'s clock a frame.
+fn tagged_frame(codec: Codec, tag: u8, index: u32, seq: u32, ssrc: u32) -> rtc::rtp::Packet {
     let mut payload = vec![tag, (index >> 8) as u8, index as u8];
     payload.extend_from_slice(&[0x5a; 57]);
     rtc::rtp::Packet {
         header: rtc::rtp::header::Header {
             version: 2,
-            payload_type: 111,
+            payload_type: codec_parameters(codec).payload_type,
             sequence_number: seq as u16,
-            timestamp: seq.wrapping_mul(960),
+            timestamp: seq.wrapping_mul(codec.frame_ticks()),
             ssrc,
             ..Default::default()
         },

@@ -1,13 +1,15 @@
 // The plain browser flow of OpenAI's Realtime WebRTC guide as a page, shared by the Chromium
-// (plain-flow.test.mjs) and Firefox (firefox.test.mjs) tests. The page exposes window.startPlain({baseUrl,
-// key, query}), window.restartIce({baseUrl, location}) and window.sendEvent(ev), and records into window.rt.
+// (plain-flow.test.mjs) and Firefox (firefox.test.mjs) tests, and the G.711 test (g711.test.mjs). The page
+// exposes window.startPlain({baseUrl, key, query, codec}), window.restartIce({baseUrl, location}) and
+// window.sendEvent(ev), and records into window.rt. `codec` ('pcmu', 'pcma') limits the offer to that codec
+// with RTCRtpTransceiver.setCodecPreferences, as telephony-flavoured pages do.
 
 // The guide's code, nearly verbatim, plus recording into window.rt for the test.
 export const PLAIN_PAGE_SCRIPT = String.raw`
 const rt = (window.rt = { events: [], sent: [], pc: null, dc: null, calls: null, ontrack: null, error: null });
 const now = () => performance.now();
 
-window.startPlain = async ({ baseUrl, key, query = '' }) => {
+window.startPlain = async ({ baseUrl, key, query = '', codec = null }) => {
   // Create a peer connection
   const pc = new RTCPeerConnection();
   rt.pc = pc;
@@ -23,6 +25,10 @@ window.startPlain = async ({ baseUrl, key, query = '' }) => {
   // Add local audio track for microphone input in the browser
   const ms = await navigator.mediaDevices.getUserMedia({ audio: true });
   pc.addTrack(ms.getTracks()[0]);
+  if (codec) {
+    const only = RTCRtpReceiver.getCapabilities('audio').codecs.filter((c) => c.mimeType.toLowerCase() === 'audio/' + codec);
+    pc.getTransceivers()[0].setCodecPreferences(only);
+  }
 
   // Set up data channel for sending and receiving events
   const dc = pc.createDataChannel('oai-events');
