@@ -94,18 +94,21 @@ async fn session_created(c: &Client) -> serde_json::Value {
         .unwrap()
 }
 
+/// A connected call offering only `codec`, its answer checked to name only that; returns the
+/// client and its `session.created`.
+async fn g711_call(server: &Running, model: &str, codec: Codec) -> (Client, serde_json::Value) {
+    let path = format!("/v1/realtime/calls?model={model}");
+    let mut c = Client::call_codec(server.http_addr, &path, codec).await;
+    assert_answer_names(&c.response.body, codec);
+    c.wait_connected(Duration::from_secs(10)).await;
+    let created = session_created(&c).await;
+    (c, created)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loopback_reflects_pcmu_frames_on_the_8_khz_clock() {
     let server = start().await;
-    let mut c = Client::call_codec(
-        server.http_addr,
-        "/v1/realtime/calls?model=loopback",
-        Codec::Pcmu,
-    )
-    .await;
-    assert_answer_names(&c.response.body, Codec::Pcmu);
-    c.wait_connected(Duration::from_secs(10)).await;
-    let created = session_created(&c).await;
+    let (mut c, created) = g711_call(&server, "loopback", Codec::Pcmu).await;
     assert_eq!(
         created["session"]["audio"]["input"]["format"]["type"],
         "audio/pcmu"
@@ -129,15 +132,7 @@ async fn loopback_reflects_pcmu_frames_on_the_8_khz_clock() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn echo_plays_a_spoken_pcma_turn_back_in_pcma() {
     let server = start().await;
-    let mut c = Client::call_codec(
-        server.http_addr,
-        "/v1/realtime/calls?model=echo",
-        Codec::Pcma,
-    )
-    .await;
-    assert_answer_names(&c.response.body, Codec::Pcma);
-    c.wait_connected(Duration::from_secs(10)).await;
-    let created = session_created(&c).await;
+    let (mut c, created) = g711_call(&server, "echo", Codec::Pcma).await;
     assert_eq!(
         created["session"]["audio"]["output"]["format"]["type"],
         "audio/pcma"
@@ -179,11 +174,7 @@ async fn echo_plays_a_spoken_pcma_turn_back_in_pcma() {
 async fn tts_speaks_a_text_message_in_g711() {
     let server = start().await;
     for codec in [Codec::Pcmu, Codec::Pcma] {
-        let mut c =
-            Client::call_codec(server.http_addr, "/v1/realtime/calls?model=tts", codec).await;
-        assert_answer_names(&c.response.body, codec);
-        c.wait_connected(Duration::from_secs(10)).await;
-        session_created(&c).await;
+        let (mut c, _) = g711_call(&server, "tts", codec).await;
         for event in [
             json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": "Say hello to the telephone."}]}}),
@@ -218,14 +209,7 @@ async fn tts_speaks_a_text_message_in_g711() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_script_speaks_in_pcmu() {
     let server = start().await;
-    let mut c = Client::call_codec(
-        server.http_addr,
-        "/v1/realtime/calls?model=script:weather",
-        Codec::Pcmu,
-    )
-    .await;
-    c.wait_connected(Duration::from_secs(10)).await;
-    session_created(&c).await;
+    let (mut c, _) = g711_call(&server, "script:weather", Codec::Pcmu).await;
     for event in [
         json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
             "content": [{"type": "input_text", "text": "How is the weather?"}]}}),
