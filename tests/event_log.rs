@@ -193,19 +193,10 @@ async fn only_who_may_hang_up_may_read_the_log() {
     })
     .await;
     let h = server.http_addr;
-    let mint = || async {
-        let r = common::http_post_auth(
-            h,
-            "/v1/realtime/client_secrets",
-            "application/json",
-            b"{}",
-            "sk-test",
-        )
-        .await;
-        let v: Value = serde_json::from_str(&r.body).unwrap();
-        v["value"].as_str().unwrap().to_owned()
-    };
-    let (mine, theirs) = (mint().await, mint().await);
+    let (mine, theirs) = (
+        common::mint_key(h, "sk-test").await,
+        common::mint_key(h, "sk-test").await,
+    );
     let mut c = Client::call_multipart(h, "/v1/realtime/calls?model=loopback", &mine).await;
     c.wait_connected(Duration::from_secs(10)).await;
     c.wait_for("session.created", 1).await;

@@ -8,7 +8,6 @@ mod common;
 use std::time::Duration;
 
 use common::Client;
-use serde_json::json;
 use voice_edge::allinone::{self, AllInOneConfig, Running};
 use voice_edge::audio::{Codec, Decoder};
 
@@ -175,13 +174,7 @@ async fn tts_speaks_a_text_message_in_g711() {
     let server = start().await;
     for codec in [Codec::Pcmu, Codec::Pcma] {
         let (mut c, _) = g711_call(&server, "tts", codec).await;
-        for event in [
-            json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
-                "content": [{"type": "input_text", "text": "Say hello to the telephone."}]}}),
-            json!({"type": "response.create"}),
-        ] {
-            c.dc.send_text(&event.to_string()).await.unwrap();
-        }
+        c.send_message("Say hello to the telephone.").await;
         let events = c.wait_for("response.done", 1).await;
         let done = events
             .iter()
@@ -210,13 +203,7 @@ async fn tts_speaks_a_text_message_in_g711() {
 async fn a_script_speaks_in_pcmu() {
     let server = start().await;
     let (mut c, _) = g711_call(&server, "script:weather", Codec::Pcmu).await;
-    for event in [
-        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
-            "content": [{"type": "input_text", "text": "How is the weather?"}]}}),
-        json!({"type": "response.create"}),
-    ] {
-        c.dc.send_text(&event.to_string()).await.unwrap();
-    }
+    c.send_message("How is the weather?").await;
     // Turn 0 of fixtures/scripts/weather.json: "Let me check the weather in Paris.", then a call.
     let events = c.wait_for("response.done", 1).await;
     let done = events

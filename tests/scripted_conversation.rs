@@ -11,36 +11,9 @@ mod common;
 use std::time::Duration;
 
 use base64::Engine;
-use common::{Client, http_get, start_local};
+use common::{Client, http_get, response_types, start_local};
 use serde_json::{Value, json};
 use voice_edge::allinone::AllInOneConfig;
-
-async fn send(c: &Client, event: Value) {
-    c.dc.send_text(&event.to_string()).await.unwrap();
-}
-
-/// The server events of one response, from its `response.created` to its `response.done`, with
-/// runs of the same delta type collapsed to one.
-fn response_types(server: &[&Value], nth: usize) -> Vec<String> {
-    let start = server
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e["type"] == "response.created")
-        .nth(nth)
-        .map(|(i, _)| i)
-        .unwrap_or_else(|| panic!("no response #{nth}"));
-    let mut out: Vec<String> = Vec::new();
-    for e in &server[start..] {
-        let t = e["type"].as_str().unwrap().to_owned();
-        if out.last() != Some(&t) || !t.ends_with(".delta") {
-            out.push(t.clone());
-        }
-        if t == "response.done" {
-            break;
-        }
-    }
-    out
-}
 
 fn response_done(server: &[&Value], nth: usize) -> Value {
     server
@@ -77,8 +50,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
     c.wait_for("session.created", 1).await;
     let id = c.call_id();
 
-    send(
-        &c,
+    c.send_event(
         json!({"type": "session.update", "event_id": "setup", "session": {
         "type": "realtime",
         "tools": [{"type": "function", "name": "get_weather", "description": "Current weather",
@@ -93,19 +65,14 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
     // Turn 0: one second of audio as data, committed; the script says what was heard.
     let pcm = vec![0u8; 48_000]; // 1 s of PCM16 at 24 kHz
     let audio = base64::engine::general_purpose::STANDARD.encode(&pcm);
-    send(
-        &c,
-        json!({"type": "input_audio_buffer.append", "audio": audio}),
-    )
-    .await;
-    send(
-        &c,
-        json!({"type": "input_audio_buffer.commit", "event_id": "commit"}),
-    )
-    .await;
+    c.send_event(json!({"type": "input_audio_buffer.append", "audio": audio}))
+        .await;
+    c.send_event(json!({"type": "input_audio_buffer.commit", "event_id": "commit"}))
+        .await;
     c.wait_for("conversation.item.input_audio_transcription.completed", 1)
         .await;
-    send(&c, json!({"type": "response.create", "event_id": "r0"})).await;
+    c.send_event(json!({"type": "response.create", "event_id": "r0"}))
+        .await;
     c.wait_for("response.function_call_arguments.done", 1).await;
     c.wait_for("response.done", 1).await;
     let call_id = {
@@ -119,14 +86,14 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
     };
 
     // Turn 1: the app answers the call; the model speaks the output.
-    send(
-        &c,
+    c.send_event(
         json!({"type": "conversation.item.create", "event_id": "output",
         "item": {"type": "function_call_output", "call_id": call_id,
                  "output": "{\"temperature_c\":21,\"conditions\":\"sunny\"}"}}),
     )
     .await;
-    send(&c, json!({"type": "response.create", "event_id": "r1"})).await;
+    c.send_event(json!({"type": "response.create", "event_id": "r1"}))
+        .await;
     c.wait_for("response.done", 2).await;
 
     // Turns 2-4 by text: a failure, a cut-short answer, the fallback.
@@ -134,18 +101,14 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
         .iter()
         .enumerate()
     {
-        send(
-            &c,
+        c.send_event(
             json!({"type": "conversation.item.create", "event_id": format!("msg{}", n + 2),
             "item": {"type": "message", "role": "user",
                      "content": [{"type": "input_text", "text": text}]}}),
         )
         .await;
-        send(
-            &c,
-            json!({"type": "response.create", "event_id": format!("r{}", n + 2)}),
-        )
-        .await;
+        c.send_event(json!({"type": "response.create", "event_id": format!("r{}", n + 2)}))
+            .await;
         c.wait_for("response.done", n + 3).await;
     }
     // Audio came back: the spoken responses are real RTP.
@@ -208,7 +171,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
         "response.done",
         "output_audio_buffer.stopped",
     ]);
-    let mut got = response_types(&server, 0);
+    let mut got = response_types(server.iter().copied(), 0);
     got.push("output_audio_buffer.stopped".into());
     assert_eq!(got, expected);
     let r0 = response_done(&server, 0);
@@ -235,7 +198,7 @@ async fn the_weather_script_plays_over_a_real_call_and_the_log_shows_every_step(
     // Response 2: failed, after an error event naming a server_error.
     let mut expected: Vec<&str> = MESSAGE_START[..2].to_vec();
     expected.extend(["error", "response.done"]);
-    assert_eq!(response_types(&server, 2), expected);
+    assert_eq!(response_types(server.iter().copied(), 2), expected);
     let r2 = response_done(&server, 2);
     assert_eq!(r2["status"], "failed");
     assert_eq!(r2["status_details"]["error"]["type"], "server_error");

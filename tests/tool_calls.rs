@@ -6,35 +6,9 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Client, start_local};
+use common::{Client, response_types, start_local};
 use serde_json::{Value, json};
 use voice_edge::allinone::AllInOneConfig;
-
-async fn send(c: &Client, event: Value) {
-    c.dc.send_text(&event.to_string()).await.unwrap();
-}
-
-/// The event types from the `n`-th `response.created` on, runs of one delta type collapsed.
-fn response_types(events: &[Value], n: usize) -> Vec<&str> {
-    let start = events
-        .iter()
-        .enumerate()
-        .filter(|(_, e)| e["type"] == "response.created")
-        .nth(n)
-        .map(|(i, _)| i)
-        .unwrap();
-    let mut out: Vec<&str> = Vec::new();
-    for e in &events[start..] {
-        let t = e["type"].as_str().unwrap();
-        if out.last() != Some(&t) || !t.ends_with(".delta") {
-            out.push(t);
-        }
-        if t == "response.done" {
-            break;
-        }
-    }
-    out
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_required_tool_is_called_answered_and_its_output_spoken() {
@@ -42,7 +16,7 @@ async fn a_required_tool_is_called_answered_and_its_output_spoken() {
     let mut c = Client::call(running.http_addr, "/v1/realtime/calls?model=tts").await;
     c.wait_connected(Duration::from_secs(10)).await;
     c.wait_for("session.created", 1).await;
-    send(&c, json!({"type": "session.update", "session": {"type": "realtime",
+    c.send_event(json!({"type": "session.update", "session": {"type": "realtime",
         "tools": [{"type": "function", "name": "lookup_order",
                    "description": "Find an order",
                    "parameters": {"type": "object",
@@ -52,13 +26,7 @@ async fn a_required_tool_is_called_answered_and_its_output_spoken() {
         "tool_choice": "required"}}))
     .await;
     c.wait_for("session.updated", 1).await;
-    send(
-        &c,
-        json!({"type": "conversation.item.create", "item": {"type": "message",
-        "role": "user", "content": [{"type": "input_text", "text": "Where is my order?"}]}}),
-    )
-    .await;
-    send(&c, json!({"type": "response.create"})).await;
+    c.send_message("Where is my order?").await;
     let events = c.wait_for("response.done", 1).await;
     assert_eq!(
         response_types(&events, 0),
@@ -88,13 +56,12 @@ async fn a_required_tool_is_called_answered_and_its_output_spoken() {
     while c.rtp_rx.try_recv().is_ok() {
         before += 1;
     }
-    send(
-        &c,
+    c.send_event(
         json!({"type": "conversation.item.create", "item": {"type": "function_call_output",
         "call_id": call_id, "output": "shipped"}}),
     )
     .await;
-    send(&c, json!({"type": "response.create"})).await;
+    c.send_event(json!({"type": "response.create"})).await;
     let events = c.wait_for("response.done", 2).await;
     let done = events
         .iter()

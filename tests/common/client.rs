@@ -328,6 +328,21 @@ impl Client {
         got
     }
 
+    /// Sends one client event on `oai-events`.
+    pub async fn send_event(&self, event: serde_json::Value) {
+        self.dc.send_text(&event.to_string()).await.unwrap();
+    }
+
+    /// A user text message, then `response.create`, as an app's "send message" does.
+    pub async fn send_message(&self, text: &str) {
+        self.send_event(serde_json::json!({"type": "conversation.item.create",
+            "item": {"type": "message", "role": "user",
+                     "content": [{"type": "input_text", "text": text}]}}))
+            .await;
+        self.send_event(serde_json::json!({"type": "response.create"}))
+            .await;
+    }
+
     /// Every server event received so far, parsed.
     pub async fn received(&self) -> Vec<serde_json::Value> {
         self.events
@@ -465,4 +480,32 @@ pub fn max_gap(
         prev = t;
     }
     worst.max(to.saturating_duration_since(prev))
+}
+
+/// The event types of the `n`-th response, from its `response.created` to its `response.done`,
+/// with runs of one delta type collapsed to one.
+pub fn response_types<'a>(
+    events: impl IntoIterator<Item = &'a serde_json::Value>,
+    n: usize,
+) -> Vec<String> {
+    let mut responses = 0;
+    let mut started = false;
+    let mut out: Vec<String> = Vec::new();
+    for e in events {
+        let t = e["type"].as_str().unwrap_or_default();
+        if t == "response.created" {
+            started = responses == n;
+            responses += 1;
+        }
+        if !started {
+            continue;
+        }
+        if out.last().map(String::as_str) != Some(t) || !t.ends_with(".delta") {
+            out.push(t.to_owned());
+        }
+        if t == "response.done" {
+            return out;
+        }
+    }
+    panic!("no complete response #{n}")
 }

@@ -21,6 +21,21 @@ pub async fn http_post(
     request("POST", addr, path, content_type, body, None, &[]).await
 }
 
+/// Mints an `ek_` key with an empty session, authorized by `server_key`; returns its value.
+pub async fn mint_key(addr: SocketAddr, server_key: &str) -> String {
+    let r = http_post_auth(
+        addr,
+        "/v1/realtime/client_secrets",
+        "application/json",
+        b"{}",
+        server_key,
+    )
+    .await;
+    assert_eq!(r.status, 200, "{}", r.body);
+    let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+    v["value"].as_str().unwrap().to_owned()
+}
+
 pub async fn http_get(addr: SocketAddr, path: &str) -> HttpResponse {
     request("GET", addr, path, "text/plain", b"", None, &[]).await
 }
