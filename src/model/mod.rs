@@ -214,6 +214,16 @@ pub enum Transcription {
     },
 }
 
+/// What a model with no recognizer says it heard: "[speech, 2.4 s]", never invented words.
+pub fn bracketed_note(turn: &AudioTurn) -> Transcription {
+    let what = match turn.what {
+        Heard::Speech => "speech",
+        Heard::Silence => "silence",
+        Heard::Appended => "audio",
+    };
+    Transcription::Text(format!("[{what}, {} s]", seconds(turn.ms)))
+}
+
 /// One call's model. See the module docs.
 pub trait Model: Send {
     fn kind(&self) -> ModelKind;
@@ -224,12 +234,7 @@ pub trait Model: Send {
     /// The transcript of a committed turn, when the session asks for transcription. Stubs with
     /// no recognizer say what they heard in a bracketed note, never invented words.
     fn transcribe(&mut self, turn: &AudioTurn) -> Transcription {
-        let what = match turn.what {
-            Heard::Speech => "speech",
-            Heard::Silence => "silence",
-            Heard::Appended => "audio",
-        };
-        Transcription::Text(format!("[{what}, {} s]", seconds(turn.ms)))
+        bracketed_note(turn)
     }
 
     /// A caller frame, for frame-level models; turn-based ones get turns from the engine.

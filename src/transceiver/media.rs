@@ -239,9 +239,9 @@ impl Media {
 
     /// Follows the session: the mode its model needs, and its turn detection settings.
     pub fn configure(&mut self, conv: &Conversation) {
-        let frame_level = conv.model_kind().is_frame_level();
-        if frame_level != matches!(self, Media::Frames(_)) {
-            *self = Media::for_model(&conv.model_kind(), self.codec());
+        let kind = conv.model_kind();
+        if kind.is_frame_level() != matches!(self, Media::Frames(_)) {
+            *self = Media::for_model(&kind, self.codec());
         }
         if let (Media::Voice(v), Some(td)) = (self, conv.turn_detection()) {
             let cfg = VadConfig {

@@ -18,24 +18,37 @@ struct Shipped;
 static LOADED: LazyLock<RwLock<BTreeMap<String, Arc<Script>>>> =
     LazyLock::new(|| RwLock::new(BTreeMap::new()));
 
+/// The shipped scripts, each parsed once per process: signaling checks a call's script and the
+/// transceiver plays it, and neither should parse the file again per call.
+static SHIPPED: LazyLock<BTreeMap<String, Result<Arc<Script>, String>>> = LazyLock::new(|| {
+    Shipped::iter()
+        .filter_map(|file| {
+            let name = file.strip_suffix(".json")?.to_owned();
+            let data = Shipped::get(&file)?.data;
+            let parsed = format::parse(&String::from_utf8_lossy(&data))
+                .map(Arc::new)
+                .map_err(|e| format!("fixtures/scripts/{name}.json: {e}"));
+            Some((name, parsed))
+        })
+        .collect()
+});
+
 /// The script called `name`: a `--script` file first, then a shipped one.
 pub fn find(name: &str) -> Result<Arc<Script>, String> {
     if let Some(s) = LOADED.read().ok().and_then(|l| l.get(name).cloned()) {
         return Ok(s);
     }
-    let file = Shipped::get(&format!("{name}.json"))
-        .ok_or_else(|| format!("no script named '{name}' (known: {})", names().join(", ")))?;
-    let text = String::from_utf8_lossy(&file.data);
-    format::parse(&text)
-        .map(Arc::new)
-        .map_err(|e| format!("fixtures/scripts/{name}.json: {e}"))
+    SHIPPED.get(name).cloned().unwrap_or_else(|| {
+        Err(format!(
+            "no script named '{name}' (known: {})",
+            names().join(", ")
+        ))
+    })
 }
 
 /// Every script name, sorted.
 pub fn names() -> Vec<String> {
-    let mut names: Vec<String> = Shipped::iter()
-        .filter_map(|f| f.strip_suffix(".json").map(str::to_owned))
-        .collect();
+    let mut names: Vec<String> = SHIPPED.keys().cloned().collect();
     if let Ok(l) = LOADED.read() {
         names.extend(l.keys().cloned());
     }

@@ -17,7 +17,7 @@ use format::{Failure, Script, Step, Turn, When};
 
 use super::{
     AudioTurn, Ending, Heard, Model, ModelKind, Plan, Prompt, Reply, ResponseContext, ToolCall,
-    Transcription, tool_args,
+    Transcription, bracketed_note, tool_args,
 };
 
 pub struct ScriptModel {
@@ -76,7 +76,7 @@ impl Model for ScriptModel {
 
     fn transcribe(&mut self, turn: &AudioTurn) -> Transcription {
         let Ok(script) = &self.script else {
-            return note(turn);
+            return bracketed_note(turn);
         };
         let answering = script.turns.iter().enumerate().find(|(i, t)| {
             let prompt = match turn.what {
@@ -99,23 +99,9 @@ impl Model for ScriptModel {
             Some((_, t)) if turn.what != Heard::Silence && t.user_transcript.is_some() => {
                 Transcription::Text(t.user_transcript.clone().unwrap_or_default())
             }
-            _ => note(turn),
+            _ => bracketed_note(turn),
         }
     }
-}
-
-/// The stub's bracketed note, when the script gives no words for a turn.
-fn note(turn: &AudioTurn) -> Transcription {
-    struct Plain;
-    impl Model for Plain {
-        fn kind(&self) -> ModelKind {
-            ModelKind::Echo
-        }
-        fn respond(&mut self, _: &ResponseContext<'_>) -> Plan {
-            Plan::default()
-        }
-    }
-    Plain.transcribe(turn)
 }
 
 fn matches(when: &When, prompt: &Prompt<'_>, index: u64) -> bool {
