@@ -248,10 +248,12 @@ impl OpusEncoder {
 /// frame size, how long a packet lasts, what silence is, and the decoder and encoder the
 /// [`Listener`](super::Listener) and [`Player`](super::Player) use. Opus is preferred; G.711 is
 /// answered for telephony-style clients that offer nothing else (see `signaling::offer_check`).
+/// `Pcm24` is never negotiated in SDP: it is the Realtime WebSocket's `audio/pcm`, whose
+/// "packets" are the 20 ms frames the WebSocket session cuts appended audio into.
 ///
-/// The rest of the audio side runs at 48 kHz whatever the call's codec: G.711 is decoded to
-/// 48 kHz for the VAD (each 8 kHz sample held for six, which keeps its level exactly) and TTS
-/// speech is low-passed and decimated to 8 kHz as it is encoded.
+/// The rest of the audio side runs at 48 kHz whatever the codec: G.711 and PCM16 are decoded to
+/// 48 kHz for the VAD (each sample held for six or two, which keeps its level exactly) and TTS
+/// speech is low-passed and decimated as it is encoded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Codec {
     #[default]
@@ -260,14 +262,33 @@ pub enum Codec {
     Pcmu,
     /// G.711 A-law, RTP payload type 8.
     Pcma,
+    /// 24 kHz mono 16-bit little-endian PCM (the WebSocket transport only).
+    Pcm24,
 }
 
-/// 48 kHz samples per 8 kHz G.711 sample.
-const G711_UPSAMPLE: usize = 6;
 /// G.711's RTP clock.
 const G711_CLOCK_HZ: u32 = 8_000;
-/// Longest G.711 packet accepted (120 ms at 8 kHz, as for Opus).
-const MAX_G711_PACKET: usize = 960;
+/// The Realtime API's `audio/pcm` rate.
+const PCM24_CLOCK_HZ: u32 = 24_000;
+/// Longest packet accepted, ms (as Opus's 120 ms).
+const MAX_PACKET_MS: usize = 120;
+
+/// How a decimating codec writes one output sample.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SampleFormat {
+    Law(super::g711::Law),
+    /// Little-endian i16.
+    L16,
+}
+
+impl SampleFormat {
+    fn bytes_per_sample(self) -> usize {
+        match self {
+            SampleFormat::Law(_) => 1,
+            SampleFormat::L16 => 2,
+        }
+    }
+}
 
 impl Codec {
     /// The RTP clock rate, Hz: timestamps and every "samples" count on the media path are in it.
@@ -275,10 +296,11 @@ impl Codec {
         match self {
             Codec::Opus => SAMPLE_RATE,
             Codec::Pcmu | Codec::Pcma => G711_CLOCK_HZ,
+            Codec::Pcm24 => PCM24_CLOCK_HZ,
         }
     }
 
-    /// RTP clock ticks per millisecond (48 or 8).
+    /// RTP clock ticks per millisecond (48, 24 or 8).
     pub fn ticks_per_ms(self) -> u64 {
         u64::from(self.clock_hz() / 1000)
     }
@@ -286,6 +308,12 @@ impl Codec {
     /// Ticks in one 20 ms frame, the size browsers send and we send back.
     pub fn frame_ticks(self) -> u32 {
         self.clock_hz() / 50
+    }
+
+    /// Bytes in one 20 ms frame of a sample codec (`None` for Opus, whose frames vary).
+    pub fn frame_bytes(self) -> Option<usize> {
+        self.sample_format()
+            .map(|f| self.frame_ticks() as usize * f.bytes_per_sample())
     }
 
     /// The MIME type `rtc` names it by (`a=rtpmap` without the clock).
@@ -297,15 +325,26 @@ impl Codec {
             Codec::Opus => MIME_TYPE_OPUS,
             Codec::Pcmu => MIME_TYPE_PCMU,
             Codec::Pcma => MIME_TYPE_PCMA,
+            Codec::Pcm24 => "audio/L16",
         }
     }
 
     /// The Realtime session's `audio.*.format.type` for calls with this codec.
     pub fn realtime_format(self) -> &'static str {
         match self {
-            Codec::Opus => "audio/pcm",
+            Codec::Opus | Codec::Pcm24 => "audio/pcm",
             Codec::Pcmu => "audio/pcmu",
             Codec::Pcma => "audio/pcma",
+        }
+    }
+
+    /// The WebSocket codec for a session's `audio.*.format.type`.
+    pub fn from_realtime_format(format: &str) -> Option<Codec> {
+        match format {
+            "audio/pcm" => Some(Codec::Pcm24),
+            "audio/pcmu" => Some(Codec::Pcmu),
+            "audio/pcma" => Some(Codec::Pcma),
+            _ => None,
         }
     }
 
@@ -330,54 +369,66 @@ impl Codec {
         }
     }
 
-    fn law(self) -> Option<super::g711::Law> {
+    fn sample_format(self) -> Option<SampleFormat> {
         match self {
             Codec::Opus => None,
-            Codec::Pcmu => Some(super::g711::Law::Mu),
-            Codec::Pcma => Some(super::g711::Law::A),
+            Codec::Pcmu => Some(SampleFormat::Law(super::g711::Law::Mu)),
+            Codec::Pcma => Some(SampleFormat::Law(super::g711::Law::A)),
+            Codec::Pcm24 => Some(SampleFormat::L16),
         }
     }
 
-    /// A packet's duration in ticks, without decoding: Opus's TOC, or G.711's one byte a sample.
+    /// 48 kHz samples per sample of this codec (1 for Opus).
+    fn upsample(self) -> usize {
+        (SAMPLE_RATE / self.clock_hz()) as usize
+    }
+
+    /// A packet's duration in ticks, without decoding: Opus's TOC, or the sample count.
     pub fn packet_ticks(self, packet: &[u8]) -> Result<usize, CodecError> {
-        match self {
-            Codec::Opus => packet_samples(packet),
-            Codec::Pcmu | Codec::Pcma => match packet.len() {
-                0 => Err(CodecError::Empty),
-                n if n > MAX_G711_PACKET => Err(CodecError::Malformed("longer than 120 ms")),
-                n => Ok(n),
-            },
+        let Some(format) = self.sample_format() else {
+            return packet_samples(packet);
+        };
+        let width = format.bytes_per_sample();
+        let max = MAX_PACKET_MS * self.ticks_per_ms() as usize * width;
+        match packet.len() {
+            0 => Err(CodecError::Empty),
+            n if n > max => Err(CodecError::Malformed("longer than 120 ms")),
+            n if n % width != 0 => Err(CodecError::Malformed("odd number of PCM16 bytes")),
+            n => Ok(n / width),
         }
     }
 
     /// One 20 ms frame that decodes to silence, to fill gaps when stored frames are replayed.
     pub fn silence_frame(self) -> bytes::Bytes {
-        match self.law() {
+        let ticks = self.frame_ticks() as usize;
+        match self.sample_format() {
             None => bytes::Bytes::from_static(&super::input::SILENCE_FRAME),
-            Some(law) => bytes::Bytes::from(vec![law.silence(); self.frame_ticks() as usize]),
+            Some(SampleFormat::Law(law)) => bytes::Bytes::from(vec![law.silence(); ticks]),
+            Some(SampleFormat::L16) => bytes::Bytes::from(vec![0; ticks * 2]),
         }
     }
 }
 
-/// Decodes the caller's packets of either codec to 48 kHz mono PCM (what the VAD reads). The
+/// Decodes the caller's packets of any codec to 48 kHz mono PCM (what the VAD reads). The
 /// returned slices borrow an internal buffer that the next call overwrites. Durations passed in
 /// are in the codec's RTP ticks.
 #[derive(Debug)]
 pub enum Decoder {
     Opus(Box<OpusDecoder>),
-    G711 {
-        law: super::g711::Law,
+    /// G.711 or PCM16: each sample held for `codec.upsample()` 48 kHz samples.
+    Samples {
+        codec: Codec,
         pcm: Vec<i16>,
     },
 }
 
 impl Decoder {
     pub fn new(codec: Codec) -> Decoder {
-        match codec.law() {
-            None => Decoder::Opus(Box::default()),
-            Some(law) => Decoder::G711 {
-                law,
-                pcm: Vec::with_capacity(MAX_G711_PACKET * G711_UPSAMPLE),
+        match codec {
+            Codec::Opus => Decoder::Opus(Box::default()),
+            _ => Decoder::Samples {
+                codec,
+                pcm: Vec::with_capacity(MAX_PACKET_SAMPLES),
             },
         }
     }
@@ -385,48 +436,61 @@ impl Decoder {
     pub fn decode(&mut self, packet: &[u8]) -> Result<&[i16], CodecError> {
         match self {
             Decoder::Opus(d) => d.decode(packet),
-            Decoder::G711 { law, pcm } => {
-                Codec::Pcmu.packet_ticks(packet)?;
+            Decoder::Samples { codec, pcm } => {
+                codec.packet_ticks(packet)?;
+                let up = codec.upsample();
                 pcm.clear();
-                for &code in packet {
-                    let s = law.decode(code);
-                    pcm.extend_from_slice(&[s; G711_UPSAMPLE]);
+                match codec.sample_format() {
+                    Some(SampleFormat::Law(law)) => {
+                        for &code in packet {
+                            pcm.extend_from_slice(&[law.decode(code); 6][..up]);
+                        }
+                    }
+                    _ => {
+                        for b in packet.chunks_exact(2) {
+                            let s = i16::from_le_bytes([b[0], b[1]]);
+                            pcm.extend_from_slice(&[s; 6][..up]);
+                        }
+                    }
                 }
                 Ok(pcm)
             }
         }
     }
 
-    /// Conceals `ticks` of lost audio: Opus's PLC, silence for G.711 (which has none).
+    /// Conceals `ticks` of lost audio: Opus's PLC, silence for the sample codecs (which have
+    /// none).
     pub fn decode_lost(&mut self, ticks: usize) -> &[i16] {
         match self {
             Decoder::Opus(d) => d.decode_lost(Some(ticks)),
-            Decoder::G711 { pcm, .. } => {
+            Decoder::Samples { codec, pcm } => {
+                let max = MAX_PACKET_MS * codec.ticks_per_ms() as usize;
                 pcm.clear();
-                pcm.resize(ticks.min(MAX_G711_PACKET) * G711_UPSAMPLE, 0);
+                pcm.resize(ticks.min(max) * codec.upsample(), 0);
                 pcm
             }
         }
     }
 
-    /// Recovers the `ticks` before `next_packet` from its in-band FEC (Opus); G.711 carries none,
-    /// so that is [`decode_lost`](Self::decode_lost).
+    /// Recovers the `ticks` before `next_packet` from its in-band FEC (Opus); the sample codecs
+    /// carry none, so that is [`decode_lost`](Self::decode_lost).
     pub fn decode_fec(&mut self, next_packet: &[u8], ticks: usize) -> Result<&[i16], CodecError> {
         match self {
             Decoder::Opus(d) => d.decode_fec(next_packet, ticks),
-            Decoder::G711 { .. } => Ok(self.decode_lost(ticks)),
+            Decoder::Samples { .. } => Ok(self.decode_lost(ticks)),
         }
     }
 }
 
-/// Encodes 20 ms frames of 48 kHz mono PCM ([`FRAME_SAMPLES`]) in the call's codec. For G.711 the
-/// frame is low-passed (the resampler's 63-tap filter, 3.6 kHz) and decimated to 160 samples;
-/// the filter's history carries over, so frame edges add nothing.
+/// Encodes 20 ms frames of 48 kHz mono PCM ([`FRAME_SAMPLES`]) in the call's codec. For G.711 and
+/// PCM16 the frame is low-passed (the resampler's 63-tap filter, at 0.45 of the output rate)
+/// and decimated; the filter's history carries over, so frame edges add nothing.
 #[derive(Debug)]
 pub enum Encoder {
     Opus(Box<OpusEncoder>),
-    G711 {
-        law: super::g711::Law,
+    Decimating {
+        format: SampleFormat,
+        factor: usize,
         taps: Vec<f32>,
         /// The last `taps.len() - 1` input samples, then the current frame.
         window: Vec<f32>,
@@ -436,15 +500,16 @@ pub enum Encoder {
 
 impl Encoder {
     pub fn new(codec: Codec) -> Encoder {
-        match codec.law() {
+        match codec.sample_format() {
             None => Encoder::Opus(Box::default()),
-            Some(law) => {
-                let taps = super::resample::lowpass_taps(0.45 * G711_CLOCK_HZ as f32 / 48_000.0);
-                Encoder::G711 {
-                    law,
+            Some(format) => {
+                let taps = super::resample::lowpass_taps(0.45 * codec.clock_hz() as f32 / 48_000.0);
+                Encoder::Decimating {
+                    format,
+                    factor: codec.upsample(),
                     window: vec![0.0; taps.len() - 1],
                     taps,
-                    out: Vec::with_capacity(FRAME_SAMPLES / G711_UPSAMPLE),
+                    out: Vec::with_capacity(FRAME_SAMPLES * 2),
                 }
             }
         }
@@ -454,28 +519,34 @@ impl Encoder {
     pub fn encode(&mut self, pcm48k: &[i16]) -> Result<&[u8], CodecError> {
         match self {
             Encoder::Opus(e) => e.encode(pcm48k),
-            Encoder::G711 {
-                law,
+            Encoder::Decimating {
+                format,
+                factor,
                 taps,
                 window,
                 out,
             } => {
-                if pcm48k.is_empty() || !pcm48k.len().is_multiple_of(G711_UPSAMPLE) {
+                let factor = *factor;
+                if pcm48k.is_empty() || !pcm48k.len().is_multiple_of(factor) {
                     return Err(CodecError::BadFrameSize(pcm48k.len()));
                 }
                 let history = taps.len() - 1;
                 window.extend(pcm48k.iter().map(|&s| f32::from(s)));
                 out.clear();
-                // Output j filters the `taps.len()` inputs ending at the frame's sample 6j: a
-                // constant delay of half the filter (31 samples, 0.65 ms).
-                for j in 0..pcm48k.len() / G711_UPSAMPLE {
-                    let end = history + j * G711_UPSAMPLE;
+                // Output j filters the `taps.len()` inputs ending at the frame's sample
+                // `factor`·j: a constant delay of half the filter (31 samples, 0.65 ms).
+                for j in 0..pcm48k.len() / factor {
+                    let end = history + j * factor;
                     let y: f32 = taps
                         .iter()
                         .zip(&window[end + 1 - taps.len()..=end])
                         .map(|(t, x)| t * x)
                         .sum();
-                    out.push(law.encode(y.round().clamp(-32768.0, 32767.0) as i16));
+                    let s = y.round().clamp(-32768.0, 32767.0) as i16;
+                    match format {
+                        SampleFormat::Law(law) => out.push(law.encode(s)),
+                        SampleFormat::L16 => out.extend_from_slice(&s.to_le_bytes()),
+                    }
                 }
                 window.drain(..window.len() - history);
                 Ok(out)
@@ -651,6 +722,41 @@ pub(crate) mod tests {
             assert!(pcm.iter().all(|s| s.abs() <= 8), "{codec:?}");
         }
         assert_eq!(Codec::Pcmu.realtime_format(), "audio/pcmu");
+    }
+
+    #[test]
+    fn pcm24_is_the_websocket_formats_l16_at_24_khz() {
+        let codec = Codec::from_realtime_format("audio/pcm").unwrap();
+        assert_eq!(codec, Codec::Pcm24);
+        assert_eq!((codec.clock_hz(), codec.frame_ticks()), (24_000, 480));
+        assert_eq!(codec.frame_bytes(), Some(960));
+        assert_eq!(Codec::Pcmu.frame_bytes(), Some(160));
+        assert_eq!(Codec::Opus.frame_bytes(), None);
+        assert_eq!(codec.packet_ticks(&[0; 960]), Ok(480));
+        assert!(codec.packet_ticks(&[0; 961]).is_err(), "odd byte count");
+        assert!(codec.packet_ticks(&[0; 5762]).is_err(), "over 120 ms");
+        let mut enc = Encoder::new(codec);
+        let mut dec = Decoder::new(codec);
+        // 1 kHz passes at its level; 15 kHz (above the 12 kHz Nyquist) is filtered out.
+        for (freq, pass) in [(1000.0, true), (15000.0, false)] {
+            let pcm = tone(48_000, freq, -20.0);
+            let mut out = Vec::new();
+            for f in pcm.chunks_exact(FRAME_SAMPLES) {
+                let pkt = enc.encode(f).unwrap().to_vec();
+                assert_eq!(pkt.len(), 960);
+                out.extend_from_slice(dec.decode(&pkt).unwrap());
+            }
+            assert_eq!(out.len(), pcm.len());
+            let level = rms_dbfs(&out[4800..]);
+            if pass {
+                assert!((level + 20.0).abs() < 1.0, "{freq} Hz: {level:.1}");
+            } else {
+                assert!(level < -40.0, "{freq} Hz leaks: {level:.1} dBFS");
+            }
+        }
+        // Little-endian samples, each held for two 48 kHz samples.
+        assert_eq!(dec.decode(&[0x01, 0x02]).unwrap(), &[0x0201, 0x0201]);
+        assert!(codec.silence_frame().iter().all(|&b| b == 0));
     }
 
     #[test]

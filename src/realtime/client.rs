@@ -9,7 +9,7 @@ use super::items::{Item, Origin, audio_ms, client_item};
 use super::response::ResponseRequest;
 use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
 use super::session_limits::check_update_size;
-use super::{Action, Conversation, input::Pending};
+use super::{Action, Conversation, SessionType, Transport, input::Pending};
 use crate::model::{self, ModelKind};
 
 /// Client event types this server handles, for the unknown-type error message.
@@ -90,6 +90,13 @@ impl Conversation {
             "conversation.item.truncate" => self.item_truncate(obj),
             "response.create" => self.response_create(obj),
             "response.cancel" => self.response_cancel(obj),
+            "output_audio_buffer.clear" if self.transport == Transport::WebSocket => {
+                Err(ClientError::invalid(
+                    "type",
+                    "'output_audio_buffer.clear' is only supported for WebRTC; on a WebSocket the \
+                     client plays the audio: send response.cancel and conversation.item.truncate",
+                ))
+            }
             "output_audio_buffer.clear" => {
                 self.output_clear();
                 Ok(())
@@ -122,19 +129,23 @@ impl Conversation {
             self.model = model::build(&kind);
         }
         self.config = next;
-        let session = self.config.clone();
+        let session = self.session_object();
         self.out
             .emit("session.updated", json!({ "session": session }));
         Ok(())
     }
 
-    /// Audio normally arrives as RTP; appended audio is only measured, which is all a commit of
-    /// it needs (the models answer it in words, since the media side never holds it).
+    /// On WebRTC audio arrives as RTP, and appended audio is only measured, which is all a
+    /// commit of it needs (the models answer it in words, since the media side never holds
+    /// it). On a WebSocket appended audio *is* the input: the media side decodes it and reports
+    /// it like RTP (`on_input_audio`, VAD edges), so here it is only checked.
     fn input_append(&mut self, obj: &Obj) -> Result<(), ClientError> {
         let b64 = required_str(obj, "audio", "audio")?;
         let ms = audio_ms(b64, &self.config["audio"]["input"]["format"])
             .ok_or_else(|| ClientError::invalid("audio", "not valid base64"))?;
-        self.input.appended_ms = self.input.appended_ms.saturating_add(ms);
+        if self.transport == Transport::WebRtc {
+            self.input.appended_ms = self.input.appended_ms.saturating_add(ms);
+        }
         Ok(())
     }
 
@@ -277,6 +288,12 @@ impl Conversation {
     /// Always answered: `response.created` … `response.done`, or an error echoing `event_id`
     /// (the SDK holds every later `response.create` until one of those arrives).
     fn response_create(&mut self, obj: &Obj) -> Result<(), ClientError> {
+        if self.session_type == SessionType::Transcription {
+            return Err(ClientError::invalid(
+                "type",
+                "a transcription session has no responses; open the WebSocket with ?model= for a conversation",
+            ));
+        }
         let request = self.parse_response_request(obj.get("response"))?;
         if let Some(active) = &self.active {
             return Err(ClientError::new(
@@ -410,8 +427,8 @@ impl Conversation {
             self.cancel_and_clear("client_cancelled");
             self.after_response();
         } else {
-            let body = json!({ "response_id": self.last_response_id });
-            self.out.emit("output_audio_buffer.cleared", body);
+            let id = self.last_response_id.clone();
+            self.emit_output_buffer("output_audio_buffer.cleared", id);
         }
     }
 }

@@ -18,6 +18,12 @@ pub(super) struct Outbox {
 impl Outbox {
     /// Queues one server event. `body` is an object whose keys join `type` and `event_id`.
     pub fn emit(&mut self, kind: &str, body: Value) {
+        let frame = self.make(kind, body);
+        self.frames.push_back(frame);
+    }
+
+    /// One server event's frame with the next event id, not queued.
+    pub fn make(&mut self, kind: &str, body: Value) -> String {
         self.next_event += 1;
         let mut frame = Map::new();
         frame.insert("type".into(), Value::from(kind));
@@ -28,7 +34,7 @@ impl Outbox {
         if let Value::Object(fields) = body {
             frame.extend(fields);
         }
-        self.frames.push_back(Value::Object(frame).to_string());
+        Value::Object(frame).to_string()
     }
 
     pub fn act(&mut self, action: Action) {

@@ -19,6 +19,7 @@
 //! the [`crate::model::ResponseContext`] the engine builds, and the engine turns the plan into
 //! events and media actions.
 
+mod audio_out;
 mod client;
 mod events;
 mod expiry;
@@ -72,6 +73,27 @@ pub enum Action {
     EndCall,
 }
 
+/// How the client is connected, which changes a few events: on WebRTC the server plays the
+/// audio and reports its output buffer (`output_audio_buffer.*`); on a WebSocket the audio
+/// travels as `response.output_audio.delta` events, the client plays it, and there is no
+/// server output buffer to report or clear.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Transport {
+    #[default]
+    WebRtc,
+    WebSocket,
+}
+
+/// What a session is for: a conversation (`type: "realtime"`) or transcription only
+/// (`type: "transcription"`, a WebSocket opened with `?intent=transcription`), whose turns are
+/// transcribed and never answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SessionType {
+    #[default]
+    Realtime,
+    Transcription,
+}
+
 /// One call's Realtime protocol state. See the module docs.
 pub struct Conversation {
     session_id: String,
@@ -93,6 +115,8 @@ pub struct Conversation {
     audio_produced: bool,
     opened: bool,
     next_id: u64,
+    transport: Transport,
+    session_type: SessionType,
 }
 
 impl Conversation {
@@ -120,6 +144,58 @@ impl Conversation {
             audio_produced: false,
             opened: false,
             next_id: 0,
+            transport: Transport::WebRtc,
+            session_type: SessionType::Realtime,
+        }
+    }
+
+    /// A WebSocket session's conversation (see [`Transport`]); set before the first event.
+    pub fn set_transport(&mut self, transport: Transport) {
+        self.transport = transport;
+    }
+
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    /// Makes this a transcription session (see [`SessionType`]): transcription on by default,
+    /// responses never started. Set before the first event.
+    pub fn set_transcription_only(&mut self) {
+        self.session_type = SessionType::Transcription;
+        self.config["type"] = Value::from("transcription");
+        self.config["audio"]["input"]["transcription"] =
+            serde_json::json!({ "model": "gpt-4o-transcribe", "language": null, "prompt": "" });
+    }
+
+    pub fn session_type(&self) -> SessionType {
+        self.session_type
+    }
+
+    /// The session object as the client sees it: the whole effective config for a realtime
+    /// session; for a transcription session the fields its type has.
+    pub(crate) fn session_object(&self) -> Value {
+        match self.session_type {
+            SessionType::Realtime => self.config.clone(),
+            SessionType::Transcription => {
+                let c = &self.config;
+                let input = &c["audio"]["input"];
+                let mut v = serde_json::json!({
+                    "type": "transcription",
+                    "object": "realtime.transcription_session",
+                    "id": c["id"],
+                    "include": c["include"],
+                    "audio": {"input": {
+                        "format": input["format"],
+                        "transcription": input["transcription"],
+                        "noise_reduction": input["noise_reduction"],
+                        "turn_detection": input["turn_detection"],
+                    }},
+                });
+                if !c["expires_at"].is_null() {
+                    v["expires_at"] = c["expires_at"].clone();
+                }
+                v
+            }
         }
     }
 
@@ -144,9 +220,17 @@ impl Conversation {
             return;
         }
         self.opened = true;
-        let session = self.config.clone();
+        let session = self.session_object();
         self.out
             .emit("session.created", serde_json::json!({ "session": session }));
+    }
+
+    /// A `session.created` with the session as it is now, for one more client joining the
+    /// session (a sideband attaching to a call); not queued for the others.
+    pub fn welcome_frame(&mut self) -> String {
+        let session = self.session_object();
+        self.out
+            .make("session.created", serde_json::json!({ "session": session }))
     }
 
     /// The next server event, a JSON text frame with `type` and a string `event_id`.

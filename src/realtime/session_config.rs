@@ -151,6 +151,15 @@ pub(super) fn apply_update(
         }
     }
     validate(&next)?;
+    if next["type"] != current["type"] {
+        return Err(ClientError::invalid(
+            "session.type",
+            format!(
+                "this connection's session is '{}'; its type cannot change",
+                current["type"].as_str().unwrap_or("realtime")
+            ),
+        ));
+    }
     check_session(&next)?;
     if voice_locked && current["audio"]["output"]["voice"] != next["audio"]["output"]["voice"] {
         return Err(ClientError::new(
@@ -252,10 +261,10 @@ fn merge_turn_detection(current: Option<&Value>, update: &Value) -> Value {
 }
 
 fn validate(cfg: &Value) -> Result<(), ClientError> {
-    if cfg["type"] != "realtime" {
+    if cfg["type"] != "realtime" && cfg["type"] != "transcription" {
         return Err(ClientError::invalid(
             "session.type",
-            "only 'realtime' sessions are supported on this connection",
+            "a session is 'realtime' or 'transcription'",
         ));
     }
     if !cfg["model"].is_string() {

@@ -140,8 +140,7 @@ impl Conversation {
                 reply,
                 delay_ms,
             });
-            self.out
-                .emit("output_audio_buffer.started", json!({ "response_id": id }));
+            self.emit_output_buffer("output_audio_buffer.started", Some(id.clone()));
             self.send_due_deltas(false);
         } else if delay_ms > 0 {
             // A slow model: the output comes when the media side says the delay is over.
@@ -406,8 +405,7 @@ impl Conversation {
         // A cancel drops the buffer (the caller sends `cleared`); otherwise it has run dry,
         // empty when the audio failed.
         if message && audio && !matches!(end, End::Cancelled(_)) {
-            self.out
-                .emit("output_audio_buffer.stopped", json!({ "response_id": id }));
+            self.emit_output_buffer("output_audio_buffer.stopped", Some(id));
         }
     }
 
@@ -458,8 +456,7 @@ impl Conversation {
         }
         self.finish(End::Cancelled(reason));
         if audio {
-            self.out
-                .emit("output_audio_buffer.cleared", json!({ "response_id": id }));
+            self.emit_output_buffer("output_audio_buffer.cleared", Some(id));
         }
         Some(stopped)
     }

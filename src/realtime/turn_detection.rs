@@ -180,6 +180,9 @@ impl Conversation {
     }
 
     fn request_auto_response(&mut self) {
+        if self.session_type == super::SessionType::Transcription {
+            return; // transcribed in commit_user_audio; never answered
+        }
         if self.active.is_some() {
             self.auto_response_queued = true;
         } else {

@@ -12,7 +12,9 @@
 //!
 //! Both modes carry the call's negotiated [`Codec`] (Opus, or G.711 for telephony clients): the
 //! listener decodes and the player encodes with it, and every frame duration handed to the
-//! session is in its RTP clock's ticks.
+//! session is in its RTP clock's ticks. A WebSocket session (see [`super::socket`]) drives the
+//! same machinery with its formats' codecs, whose input and output may differ (`audio/pcm`
+//! in, `audio/pcmu` out): an echo is then transcoded rather than replayed.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
@@ -47,6 +49,44 @@ pub struct Job {
 #[derive(Debug, Clone)]
 pub enum Work {
     Synthesize { text: String, voice: String },
+}
+
+impl Job {
+    /// Starts the job off the calling thread; `deliver` gets its result, and is never called
+    /// for a job cancelled meanwhile (nobody awaits it). Speech goes to the process's synthesis
+    /// pool (espeak-ng is a subprocess; the pool's few workers run it). A job that cannot start
+    /// comes back as the failure to report.
+    pub fn start(self, deliver: impl FnOnce(JobDone) + Send + 'static) -> Result<(), JobDone> {
+        use crate::audio::tts::pool::{Outcome, Pool};
+        let Job {
+            response_id,
+            work,
+            cancel,
+        } = self;
+        match work {
+            Work::Synthesize { text, voice } => {
+                let id = response_id.clone();
+                let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
+                    let result = match outcome {
+                        Outcome::Spoken(speech) => Ok(JobOutput::Speech(speech)),
+                        Outcome::Failed(message) => Err(JobFailure::failed(message)),
+                        Outcome::Cancelled(_) => return,
+                    };
+                    deliver(JobDone {
+                        response_id: id,
+                        result,
+                    });
+                });
+                submitted.map_err(|busy| {
+                    log::warn!("{response_id} not spoken: {busy}");
+                    JobDone {
+                        response_id,
+                        result: Err(JobFailure::busy(busy)),
+                    }
+                })
+            }
+        }
+    }
 }
 
 /// A job's result for one call's response.
@@ -116,6 +156,8 @@ pub enum Media {
 
 pub struct Voice {
     codec: Codec,
+    /// What the player encodes: `codec` on RTP; a WebSocket's output format may differ.
+    out_codec: Codec,
     listener: Listener,
     player: Option<Player>,
     /// Audio is held until then (a planned delay).
@@ -141,17 +183,32 @@ pub struct Voice {
 
 impl Media {
     pub fn for_model(kind: &ModelKind, codec: Codec) -> Media {
+        Media::for_stream(kind, codec, codec)
+    }
+
+    /// Input in `input`, output in `output` (a WebSocket session's formats). A frame-level
+    /// model hands back what it is given, so it sends in the input codec.
+    pub fn for_stream(kind: &ModelKind, input: Codec, output: Codec) -> Media {
         if kind.is_frame_level() {
-            Media::Frames(codec)
+            Media::Frames(input)
         } else {
-            Media::Voice(Box::new(Voice::new(codec)))
+            Media::Voice(Box::new(Voice::new(input, output)))
         }
     }
 
+    /// The input codec (the only one, on RTP).
     pub fn codec(&self) -> Codec {
         match self {
             Media::Frames(codec) => *codec,
             Media::Voice(v) => v.codec,
+        }
+    }
+
+    /// The codec outgoing frames are in.
+    pub fn output_codec(&self) -> Codec {
+        match self {
+            Media::Frames(codec) => *codec,
+            Media::Voice(v) => v.out_codec,
         }
     }
 
@@ -241,7 +298,7 @@ impl Media {
     pub fn configure(&mut self, conv: &Conversation) {
         let kind = conv.model_kind();
         if kind.is_frame_level() != matches!(self, Media::Frames(_)) {
-            *self = Media::for_model(&kind, self.codec());
+            *self = Media::for_stream(&kind, self.codec(), self.output_codec());
         }
         if let (Media::Voice(v), Some(td)) = (self, conv.turn_detection()) {
             let cfg = VadConfig {
@@ -260,10 +317,11 @@ impl Media {
 }
 
 impl Voice {
-    fn new(codec: Codec) -> Self {
+    fn new(codec: Codec, out_codec: Codec) -> Self {
         let cfg = VadConfig::default();
         Voice {
             codec,
+            out_codec,
             listener: Listener::with_codec(codec, cfg),
             player: None,
             hold_until: None,
@@ -344,7 +402,12 @@ impl Voice {
                         conv.on_audio_done(&response_id);
                     } else {
                         let play_at = now + Duration::from_millis(delay_ms);
-                        let player = Player::from_frames(response_id, frames, self.codec);
+                        let player = if self.out_codec == self.codec {
+                            Player::from_frames(response_id, frames, self.codec)
+                        } else {
+                            let pcm = transcode_input(self.codec, &frames);
+                            Player::from_pcm(response_id, pcm, self.out_codec)
+                        };
                         self.start(player, play_at);
                     }
                     None
@@ -435,7 +498,7 @@ impl Voice {
         }
         conv.on_audio_length(response_id, speech.duration_ms());
         self.start(
-            Player::from_pcm(response_id, speech.pcm48k, self.codec),
+            Player::from_pcm(response_id, speech.pcm48k, self.out_codec),
             play_at.max(now),
         );
     }
@@ -509,4 +572,17 @@ impl Voice {
             self.on_vad(ev, conv);
         }
     }
+}
+
+/// The caller's stored frames decoded to 48 kHz PCM, for an echo in another codec.
+fn transcode_input(codec: Codec, frames: &[(Bytes, u32)]) -> Vec<i16> {
+    let mut decoder = crate::audio::codec::Decoder::new(codec);
+    let mut pcm = Vec::new();
+    for (frame, ticks) in frames {
+        match decoder.decode(frame) {
+            Ok(samples) => pcm.extend_from_slice(samples),
+            Err(_) => pcm.extend_from_slice(decoder.decode_lost(*ticks as usize)),
+        }
+    }
+    pcm
 }

@@ -12,9 +12,10 @@ pub mod event_log;
 pub mod faults;
 pub mod impairment;
 mod mailbox;
-mod media;
+pub(crate) mod media;
 mod peer;
 mod session;
+pub mod websocket;
 mod worker;
 
 pub use media::VoiceTimings;

@@ -55,6 +55,9 @@ pub fn codec_parameters(codec: Codec) -> RTCRtpCodecParameters {
         Codec::Opus => (48000, 2, "minptime=10;useinbandfec=1", 111),
         Codec::Pcmu => (8000, 0, "", 0),
         Codec::Pcma => (8000, 0, "", 8),
+        // Never offered: the WebSocket transport's format, kept here only so every codec has
+        // a line (a dynamic payload type, as L16 would be).
+        Codec::Pcm24 => (24000, 1, "", 96),
     };
     RTCRtpCodecParameters {
         rtp_codec: RTCRtpCodec {

@@ -12,9 +12,8 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use super::admission::{Saturation, SharedLoad, Window};
 use super::endpoint::{CallJob, Endpoint, Transmit};
 use super::mailbox::{Inbox, Mailbox};
-use super::media::{Job, JobDone, JobFailure, JobOutput, Work};
+use super::media::JobDone;
 use super::{Command, TransceiverConfig};
-use crate::audio::tts::{Outcome, Pool};
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
@@ -380,41 +379,13 @@ impl LoadMeter {
     }
 }
 
-/// Starts a call's job off the socket thread; its result comes back as [`Command::JobDone`].
-/// Speech goes to the process's synthesis pool (espeak-ng is a subprocess; the pool's few
-/// workers run it). A result for a response that was stopped meanwhile is not sent back: nobody
-/// awaits it. A job that cannot start is returned as the failure to report to the call.
+/// Starts a call's job off the socket thread (see [`Job::start`]); its result comes back as
+/// [`Command::JobDone`]. A job that cannot start is returned as the failure to report.
 fn start_job(job: CallJob, mailbox: &Mailbox) -> Result<(), (String, JobDone)> {
     let CallJob { call_id, job } = job;
-    let Job {
-        response_id,
-        work,
-        cancel,
-    } = job;
-    match work {
-        Work::Synthesize { text, voice } => {
-            let reply = (mailbox.clone(), call_id.clone(), response_id.clone());
-            let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
-                let (mailbox, call_id, response_id) = reply;
-                let result = match outcome {
-                    Outcome::Spoken(speech) => Ok(JobOutput::Speech(speech)),
-                    Outcome::Failed(message) => Err(JobFailure::failed(message)),
-                    Outcome::Cancelled(_) => return,
-                };
-                let done = JobDone {
-                    response_id,
-                    result,
-                };
-                let _ = mailbox.send_blocking(Command::JobDone { call_id, done });
-            });
-            submitted.map_err(|busy| {
-                log::warn!("{call_id}: {response_id} not spoken: {busy}");
-                let done = JobDone {
-                    response_id,
-                    result: Err(JobFailure::busy(busy)),
-                };
-                (call_id, done)
-            })
-        }
-    }
+    let (mailbox, id) = (mailbox.clone(), call_id.clone());
+    job.start(move |done| {
+        let _ = mailbox.send_blocking(Command::JobDone { call_id: id, done });
+    })
+    .map_err(|done| (call_id, done))
 }

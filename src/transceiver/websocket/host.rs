@@ -1,0 +1,93 @@
+//! The task that drives one [`WsSession`]: client frames, job results and the session's timer
+//! in; server frames out.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+
+use super::{EventStream, STREAM_CAPACITY, SessionRequest, WsSession};
+use crate::transceiver::media::JobDone;
+
+/// The real service closes a session after 60 minutes; so does this one.
+const MAX_SESSION: Duration = Duration::from_secs(3600);
+
+/// Starts a session on the current tokio runtime and returns its stream; `live` counts it
+/// until it ends.
+pub fn spawn(request: SessionRequest, live: Arc<AtomicUsize>) -> EventStream {
+    let (to_session, from_client) = mpsc::channel(STREAM_CAPACITY);
+    let (to_client, from_session) = mpsc::channel(STREAM_CAPACITY);
+    let id = format!("sess_{}", hex::encode(rand::random::<[u8; 12]>()));
+    let expires = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        + MAX_SESSION.as_secs();
+    let session = WsSession::new(id, &request, expires);
+    live.fetch_add(1, Ordering::Relaxed);
+    tokio::spawn(async move {
+        let _count = Live(live);
+        run(session, from_client, to_client).await;
+    });
+    EventStream {
+        to_session,
+        from_session,
+    }
+}
+
+struct Live(Arc<AtomicUsize>);
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+async fn run(
+    mut session: WsSession,
+    mut from_client: mpsc::Receiver<String>,
+    to_client: mpsc::Sender<String>,
+) {
+    let (job_tx, mut job_rx) = mpsc::unbounded_channel::<JobDone>();
+    let expires_at = tokio::time::Instant::now() + MAX_SESSION;
+    let mut expired = false;
+    log::debug!("{}: WebSocket session started", session.id);
+    loop {
+        for job in session.take_jobs() {
+            let tx = job_tx.clone();
+            if let Err(failed) = job.start(move |done| {
+                let _ = tx.send(done);
+            }) {
+                session.on_job_done(Instant::now(), failed);
+            }
+        }
+        while let Some(frame) = session.poll_frame() {
+            if to_client.send(frame).await.is_err() {
+                return; // the client is gone
+            }
+        }
+        if session.is_ended() {
+            break;
+        }
+        let timer = session.poll_timeout().map(tokio::time::Instant::from_std);
+        tokio::select! {
+            text = from_client.recv() => match text {
+                Some(text) => session.on_client_text(Instant::now(), &text),
+                None => break,
+            },
+            Some(done) = job_rx.recv() => session.on_job_done(Instant::now(), done),
+            () = sleep_until(timer) => session.handle_timeout(Instant::now()),
+            () = tokio::time::sleep_until(expires_at), if !expired => {
+                expired = true;
+                session.expire(Instant::now());
+            }
+        }
+    }
+    log::debug!("{}: WebSocket session ended", session.id);
+}
+
+async fn sleep_until(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

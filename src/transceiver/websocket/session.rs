@@ -1,0 +1,414 @@
+//! One Realtime session over a WebSocket, as a state machine: text frames in, text frames out,
+//! time passed in. No socket, task or clock: [`super::host`] drives it, and tests drive it in
+//! virtual time.
+//!
+//! It is the call's [`Conversation`] and [`Media`] without the peer connection: appended audio
+//! (base64 in `input_audio_buffer.append`, in the session's input format) is cut into 20 ms
+//! frames and fed to the media side as if it were RTP, and the frames the media side would
+//! send as RTP become `response.output_audio.delta` events, at the pace of real playback.
+
+use std::time::Instant;
+
+use base64::Engine as _;
+use serde::Deserialize;
+
+use super::framer::Framer;
+use crate::audio::Codec;
+use crate::model::ModelKind;
+use crate::realtime::{Action, Conversation, Transport};
+use crate::transceiver::media::{Job, JobDone, Media};
+
+/// What a WebSocket is opened for (`?model=` or `?intent=transcription`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum SessionRequest {
+    Realtime { model: ModelKind },
+    Transcription,
+}
+
+pub struct WsSession {
+    pub id: String,
+    conv: Conversation,
+    media: Media,
+    framer: Framer,
+    /// Input time in the input codec's ticks: the "RTP timestamp" of the next frame.
+    input_ticks: u32,
+    input_seq: u16,
+    jobs: Vec<Job>,
+    /// The session ended itself (it expired); close once its last events are out.
+    ended: bool,
+}
+
+/// The fields of an append the session reads before the engine sees it.
+#[derive(Deserialize)]
+struct Append<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    audio: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl WsSession {
+    /// `session.created` is queued at once: on a WebSocket it is the first thing a client reads.
+    pub fn new(id: String, request: &SessionRequest, expires_at_unix: u64) -> WsSession {
+        let model = match request {
+            SessionRequest::Realtime { model } => model.clone(),
+            SessionRequest::Transcription => ModelKind::Echo,
+        };
+        let mut conv = Conversation::new(id.clone(), &model);
+        conv.set_transport(Transport::WebSocket);
+        if *request == SessionRequest::Transcription {
+            conv.set_transcription_only();
+        }
+        conv.set_expires_at(expires_at_unix);
+        let (input, output) = formats(&conv);
+        let mut media = Media::for_stream(&model, input, output);
+        media.configure(&conv);
+        conv.on_channel_open();
+        WsSession {
+            id,
+            conv,
+            media,
+            framer: Framer::new(input),
+            input_ticks: 0,
+            input_seq: 0,
+            jobs: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// One text frame from the client.
+    pub fn on_client_text(&mut self, now: Instant, text: &str) {
+        let audio = match serde_json::from_str::<Append>(text) {
+            Ok(Append {
+                kind: "input_audio_buffer.append",
+                audio: Some(b64),
+            }) => base64::engine::general_purpose::STANDARD
+                .decode(b64.as_bytes())
+                .ok(),
+            _ => None,
+        };
+        // The engine checks and answers the event (an `error` for bad base64) either way.
+        self.conv.on_client_text(text);
+        if let Some(audio) = audio {
+            for frame in self.framer.push(&audio) {
+                let ticks = frame.len() as u32 / self.bytes_per_tick();
+                self.media.on_rtp(
+                    now,
+                    &frame,
+                    self.input_ticks,
+                    self.input_seq,
+                    &mut self.conv,
+                );
+                self.input_ticks = self.input_ticks.wrapping_add(ticks);
+                self.input_seq = self.input_seq.wrapping_add(1);
+            }
+        }
+        self.follow_formats();
+        self.media.configure(&self.conv);
+        self.drive(now);
+    }
+
+    fn bytes_per_tick(&self) -> u32 {
+        if self.media.codec() == Codec::Pcm24 {
+            2
+        } else {
+            1
+        }
+    }
+
+    /// A `session.update` that changes a format changes the codecs. Audio buffered in the old
+    /// input format is dropped: it cannot be read in the new one.
+    fn follow_formats(&mut self) {
+        let (input, output) = formats(&self.conv);
+        if (input, output) != (self.media.codec(), self.media.output_codec()) {
+            self.media = Media::for_stream(&self.conv.model_kind(), input, output);
+            self.framer = Framer::new(input);
+        }
+    }
+
+    pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
+        self.media.on_job_done(now, done, &mut self.conv);
+        self.drive(now);
+    }
+
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.media.on_timeout(now, &mut self.conv);
+        self.drive(now);
+    }
+
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.media.poll_timeout()
+    }
+
+    /// The next server event to send.
+    pub fn poll_frame(&mut self) -> Option<String> {
+        self.conv.poll_frame()
+    }
+
+    /// Slow work to run off this thread; results come back through [`Self::on_job_done`].
+    pub fn take_jobs(&mut self) -> Vec<Job> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    /// The session has ended itself; the host closes the socket once the frames are out.
+    pub fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// The session expires as a call does: the `error` event, then the socket closes.
+    pub fn expire(&mut self, now: Instant) {
+        self.conv.expire_session();
+        self.drive(now);
+    }
+
+    fn drive(&mut self, now: Instant) {
+        loop {
+            let mut progressed = false;
+            while let Some(action) = self.conv.poll_action() {
+                progressed = true;
+                if action == Action::EndCall {
+                    self.ended = true;
+                    continue;
+                }
+                if action == Action::ClearInput {
+                    self.framer.clear();
+                }
+                if let Some(job) = self.media.on_action(now, action, &mut self.conv) {
+                    self.jobs.push(job);
+                }
+            }
+            while let Some((payload, _ticks)) = self.media.next_audio(now, &mut self.conv) {
+                progressed = true;
+                self.conv.on_audio_out(&payload);
+            }
+            if !progressed {
+                break;
+            }
+        }
+    }
+}
+
+/// The session's input and output codecs, from its formats.
+fn formats(conv: &Conversation) -> (Codec, Codec) {
+    let audio = &conv.config()["audio"];
+    let codec = |dir: &str| {
+        audio[dir]["format"]["type"]
+            .as_str()
+            .and_then(Codec::from_realtime_format)
+            .unwrap_or(Codec::Pcm24)
+    };
+    (codec("input"), codec("output"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use serde_json::{Value, json};
+
+    fn speech_24k() -> Vec<u8> {
+        let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
+            .expect("fixtures/speech.wav");
+        let (rate, pcm) = crate::audio::wav::parse_wav(&wav).unwrap();
+        assert_eq!(rate, 48_000);
+        let pcm = crate::audio::resample::resample(&pcm, 48_000, 24_000);
+        pcm.iter().flat_map(|s| s.to_le_bytes()).collect()
+    }
+
+    fn append(audio: &[u8]) -> String {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(audio);
+        json!({"type": "input_audio_buffer.append", "audio": b64}).to_string()
+    }
+
+    /// Runs the session in virtual time until `until`, 10 ms a step, collecting its events.
+    fn run_until(s: &mut WsSession, now: &mut Instant, until: Instant, out: &mut Vec<Value>) {
+        while *now < until {
+            *now += Duration::from_millis(10);
+            if s.poll_timeout().is_some_and(|t| t <= *now) {
+                s.handle_timeout(*now);
+            }
+            drain(s, out);
+        }
+    }
+
+    fn drain(s: &mut WsSession, out: &mut Vec<Value>) {
+        while let Some(f) = s.poll_frame() {
+            out.push(serde_json::from_str(&f).unwrap());
+        }
+    }
+
+    fn types(events: &[Value]) -> Vec<&str> {
+        events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+    }
+
+    fn audio_bytes(events: &[Value]) -> usize {
+        events
+            .iter()
+            .filter(|e| e["type"] == "response.output_audio.delta")
+            .map(|e| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(e["delta"].as_str().unwrap())
+                    .unwrap()
+                    .len()
+            })
+            .sum()
+    }
+
+    /// Speech appended in real-time 100 ms chunks, then a second of silence: the server VAD
+    /// ends the turn and the echo comes back as deltas, as long as the speech, in real time.
+    fn spoken_turn(s: &mut WsSession, audio: &[u8], bytes_per_ms: usize) -> Vec<Value> {
+        let mut now = Instant::now();
+        let mut out = Vec::new();
+        drain(s, &mut out);
+        let silence = vec![if bytes_per_ms == 8 { 0xff } else { 0 }; bytes_per_ms * 1000];
+        for chunk in audio
+            .chunks(bytes_per_ms * 100)
+            .chain(silence.chunks(bytes_per_ms * 100))
+        {
+            s.on_client_text(now, &append(chunk));
+            let next = now + Duration::from_millis(100);
+            run_until(s, &mut now, next, &mut out);
+        }
+        let end = now + Duration::from_secs(6);
+        run_until(s, &mut now, end, &mut out);
+        out
+    }
+
+    #[test]
+    fn echo_over_pcm_comes_back_as_paced_deltas_without_output_buffer_events() {
+        let request = SessionRequest::Realtime {
+            model: ModelKind::Echo,
+        };
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let speech = speech_24k();
+        let events = spoken_turn(&mut s, &speech, 48);
+        let t = types(&events);
+        assert_eq!(t[0], "session.created");
+        assert_eq!(
+            events[0]["session"]["audio"]["output"]["format"]["type"],
+            "audio/pcm"
+        );
+        for want in [
+            "input_audio_buffer.speech_started",
+            "input_audio_buffer.speech_stopped",
+            "input_audio_buffer.committed",
+            "response.created",
+            "response.output_audio.delta",
+            "response.output_audio.done",
+            "response.done",
+        ] {
+            assert!(t.contains(&want), "no {want} in {t:?}");
+        }
+        assert!(
+            !t.iter().any(|k| k.starts_with("output_audio_buffer.")),
+            "WebRTC-only events on a WebSocket: {t:?}"
+        );
+        let done = events
+            .iter()
+            .find(|e| e["type"] == "response.done")
+            .unwrap();
+        assert_eq!(done["response"]["status"], "completed");
+        // The echo is the speech turn (onset minus padding to the end of speech), so within
+        // the speech's length plus the VAD's padding and hangover.
+        let got = audio_bytes(&events) as f64 / 48.0;
+        let spoken = speech.len() as f64 / 48.0;
+        assert!(
+            got > spoken * 0.6 && got < spoken + 1500.0,
+            "echo of {got:.0} ms for {spoken:.0} ms of speech"
+        );
+        let first = t
+            .iter()
+            .position(|k| *k == "response.output_audio.delta")
+            .unwrap();
+        let done_at = t.iter().position(|k| *k == "response.done").unwrap();
+        assert!(first < done_at);
+    }
+
+    #[test]
+    fn pcmu_in_and_out() {
+        let request = SessionRequest::Realtime {
+            model: ModelKind::Echo,
+        };
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let now = Instant::now();
+        let update = json!({"type": "session.update", "session": {"type": "realtime", "audio": {
+            "input": {"format": {"type": "audio/pcmu"}}, "output": {"format": {"type": "audio/pcmu"}}}}});
+        s.on_client_text(now, &update.to_string());
+        let mut out = Vec::new();
+        drain(&mut s, &mut out);
+        let updated = out.iter().find(|e| e["type"] == "session.updated").unwrap();
+        assert_eq!(
+            updated["session"]["audio"]["input"]["format"]["type"],
+            "audio/pcmu"
+        );
+        let law = crate::audio::g711::Law::Mu;
+        let speech: Vec<u8> = crate::audio::resample::resample(
+            &crate::audio::wav::parse_wav(
+                &std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
+                    .unwrap(),
+            )
+            .unwrap()
+            .1,
+            48_000,
+            8_000,
+        )
+        .iter()
+        .map(|&x| law.encode(x))
+        .collect();
+        let events = spoken_turn(&mut s, &speech, 8);
+        let got = audio_bytes(&events) as f64 / 8.0;
+        let spoken = speech.len() as f64 / 8.0;
+        assert!(
+            got > spoken * 0.6 && got < spoken + 1500.0,
+            "μ-law echo of {got:.0} ms for {spoken:.0} ms"
+        );
+        // The output deltas are μ-law: one byte a sample, at 8 kHz.
+        assert!(events.iter().any(|e| e["type"] == "response.done"));
+    }
+
+    #[test]
+    fn transcription_sessions_transcribe_turns_and_refuse_responses() {
+        let mut s = WsSession::new("sess_t".into(), &SessionRequest::Transcription, 0);
+        let speech = speech_24k();
+        let events = spoken_turn(&mut s, &speech, 48);
+        assert_eq!(events[0]["session"]["type"], "transcription");
+        assert_eq!(
+            events[0]["session"]["object"],
+            "realtime.transcription_session"
+        );
+        let t = types(&events);
+        assert!(
+            t.contains(&"conversation.item.input_audio_transcription.completed"),
+            "{t:?}"
+        );
+        assert!(!t.contains(&"response.created"), "{t:?}");
+        s.on_client_text(Instant::now(), r#"{"type":"response.create"}"#);
+        let mut out = Vec::new();
+        drain(&mut s, &mut out);
+        assert_eq!(out[0]["type"], "error");
+        let change = json!({"type": "session.update", "session": {"type": "realtime"}});
+        s.on_client_text(Instant::now(), &change.to_string());
+        let mut out = Vec::new();
+        drain(&mut s, &mut out);
+        assert_eq!(out[0]["error"]["param"], "session.type", "{out:?}");
+    }
+
+    #[test]
+    fn bad_audio_gets_an_error_and_output_buffer_clear_is_webrtc_only() {
+        let request = SessionRequest::Realtime {
+            model: ModelKind::Echo,
+        };
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let now = Instant::now();
+        let mut out = Vec::new();
+        drain(&mut s, &mut out);
+        s.on_client_text(now, r#"{"type":"input_audio_buffer.append","audio":"%%%"}"#);
+        s.on_client_text(now, r#"{"type":"output_audio_buffer.clear"}"#);
+        let mut out = Vec::new();
+        drain(&mut s, &mut out);
+        assert_eq!(types(&out), ["error", "error"]);
+        assert_eq!(out[0]["error"]["param"], "audio");
+    }
+}
