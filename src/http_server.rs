@@ -181,7 +181,9 @@ async fn serve_http1<I>(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout);
-    let conn = builder.serve_connection(io, service);
+    // With upgrades: `GET /v1/realtime` hands the connection to a WebSocket, which then runs
+    // on its own task, outside this connection's header timer.
+    let conn = builder.serve_connection(io, service).with_upgrades();
     tokio::pin!(conn);
     tokio::select! {
         _ = conn.as_mut() => return,

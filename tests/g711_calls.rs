@@ -27,7 +27,7 @@ fn assert_answer_names(sdp: &str, codec: Codec) {
     let (pt, name) = match codec {
         Codec::Pcmu => (0, "PCMU"),
         Codec::Pcma => (8, "PCMA"),
-        Codec::Opus => unreachable!(),
+        Codec::Opus | Codec::Pcm24 => unreachable!(),
     };
     let m = sdp
         .lines()

@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use super::TransceiverControl;
+use crate::transceiver::websocket::{EventStream, SessionRequest};
 use crate::transceiver::{CallError, CallInfo, CreatedCall, TransceiverHandle};
 
 #[async_trait::async_trait]
@@ -35,7 +36,8 @@ impl TransceiverControl for TransceiverHandle {
     fn describe(&self) -> Value {
         let (refused, saturated_windows) = self.admission_counts();
         json!({"cluster": self.cluster, "id": self.id, "addr": self.addr, "workers": self.workers(),
-               "live_calls": self.live_calls(), "draining": TransceiverHandle::is_draining(self),
+               "live_calls": self.live_calls(), "websocket_sessions": self.ws_sessions(),
+               "draining": TransceiverHandle::is_draining(self),
                "admits_calls": TransceiverHandle::admits_calls(self), "refused": refused,
                "saturated_windows": saturated_windows, "where": "in-process"})
     }
@@ -79,5 +81,13 @@ impl TransceiverControl for TransceiverHandle {
         fault: crate::transceiver::faults::Fault,
     ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
         TransceiverHandle::call_fault(self, call_id, fault).await
+    }
+
+    async fn open_session(&self, request: SessionRequest) -> Result<EventStream, CallError> {
+        TransceiverHandle::open_session(self, request)
+    }
+
+    async fn attach_sideband(&self, call_id: String) -> Result<Option<EventStream>, CallError> {
+        TransceiverHandle::attach_sideband(self, call_id).await
     }
 }

@@ -18,6 +18,7 @@ pub use client::RemoteTransceiver;
 use serde_json::Value;
 
 use crate::transceiver::faults::{Fault, FaultState};
+use crate::transceiver::websocket::{EventStream, SessionRequest};
 use crate::transceiver::{CallError, CallInfo, CreatedCall};
 
 /// What signaling can ask of one transceiver, wherever it runs.
@@ -66,6 +67,19 @@ pub trait TransceiverControl: Send + Sync {
         fault: Fault,
     ) -> Result<Option<FaultState>, CallError> {
         let _ = (call_id, fault);
+        Err(CallError::Unavailable(self.id()))
+    }
+    /// Starts a Realtime session over a WebSocket on this transceiver (see
+    /// [`crate::transceiver::websocket`]); placement must have called
+    /// [`TransceiverControl::reserve`] first.
+    async fn open_session(&self, request: SessionRequest) -> Result<EventStream, CallError> {
+        let _ = request;
+        Err(CallError::Unavailable(self.id()))
+    }
+    /// Attaches a sideband to a live call (see [`crate::transceiver::sideband`]); `Ok(None)`
+    /// when the call is not here.
+    async fn attach_sideband(&self, call_id: String) -> Result<Option<EventStream>, CallError> {
+        let _ = call_id;
         Err(CallError::Unavailable(self.id()))
     }
 }

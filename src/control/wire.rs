@@ -126,6 +126,7 @@ pub fn error_parts(e: &CallError) -> (u16, &'static str) {
         CallError::Full(_, r) => (503, r.code()),
         CallError::Control(_) => (502, "control"),
         CallError::FaultRefused(_) => (409, "fault_refused"),
+        CallError::Refused(_) => (409, "refused"),
     }
 }
 
@@ -144,6 +145,7 @@ pub fn call_error(id: u16, status: u16, body: &str) -> CallError {
         }
         "unavailable" => CallError::Unavailable(id),
         "fault_refused" => CallError::FaultRefused(message),
+        "refused" => CallError::Refused(message),
         c if Refusal::from_code(c).is_some() => CallError::Full(id, Refusal::from_code(c).unwrap()),
         _ => CallError::Control(format!(
             "transceiver {id} answered {status}: {code} {message}"

@@ -26,7 +26,7 @@ use crate::transceiver::CallError;
 /// `?model=`, then echo. A name that is not ours (the SDK's `gpt-realtime-2.1`, as the real
 /// service ignores `?model=` on /calls) passes to the next source; a malformed or unknown
 /// `script:` name is refused here, before a transceiver spends anything on the call.
-fn model_for(names: [Option<&str>; 3]) -> Result<ModelKind, ApiError> {
+pub(super) fn model_for(names: [Option<&str>; 3]) -> Result<ModelKind, ApiError> {
     for name in names.into_iter().flatten() {
         let kind = ModelKind::parse(name)
             .map_err(|e| ApiError::invalid("invalid_model", e.to_string()))?;
@@ -264,7 +264,7 @@ impl Signaling {
         live
     }
 
-    fn place(
+    pub(super) fn place(
         &self,
         cluster: Option<u16>,
     ) -> Result<(Arc<dyn TransceiverControl>, SocketAddr), ApiError> {
@@ -421,6 +421,7 @@ pub(super) fn call_error(e: CallError) -> ApiError {
         CallError::FaultRefused(m) => {
             ApiError::invalid("fault_refused", m).with_status(StatusCode::CONFLICT)
         }
+        CallError::Refused(m) => ApiError::invalid("refused", m).with_status(StatusCode::CONFLICT),
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
         CallError::Full(..) => at_capacity(&e.to_string()),
         CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),
@@ -429,7 +430,7 @@ pub(super) fn call_error(e: CallError) -> ApiError {
 
 impl Signaling {
     /// The transceiver a call id names (the id encodes cluster and transceiver).
-    fn transceiver_of(&self, call_id: &str) -> Option<Arc<dyn TransceiverControl>> {
+    pub(super) fn transceiver_of(&self, call_id: &str) -> Option<Arc<dyn TransceiverControl>> {
         let place = crate::transceiver::call_id::decode(call_id)?;
         self.directory
             .clusters()

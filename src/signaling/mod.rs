@@ -19,6 +19,7 @@ pub mod keys;
 pub mod offer_check;
 mod placement;
 mod web;
+mod websocket;
 
 pub use admin::{AdminAction, StatsFn};
 pub use admin_access::AdminAccess;
@@ -190,6 +191,7 @@ impl Signaling {
                     .delete(faults::clear),
             )
             .route("/v1/realtime/client_secrets", post(client_secrets))
+            .route("/v1/realtime", get(websocket::realtime))
             .route("/health", get(|| async { "ok\n" }))
             .fallback(any(web::serve))
             .layer(cors);

@@ -343,6 +343,44 @@ impl Endpoint {
         Ok(())
     }
 
+    /// Attaches a sideband to a call (see [`super::sideband`]).
+    pub fn attach_sideband(
+        &mut self,
+        call_id: &str,
+        out: tokio::sync::mpsc::Sender<String>,
+    ) -> super::sideband::Attach {
+        use super::sideband::Attach;
+        let Some(s) = self
+            .by_call
+            .get(call_id)
+            .and_then(|k| self.sessions.get_mut(k))
+        else {
+            return Attach::NoCall;
+        };
+        match s.attach_sideband(out) {
+            Some(id) => Attach::Attached(id),
+            None => Attach::Full,
+        }
+    }
+
+    pub fn detach_sideband(&mut self, call_id: &str, id: super::sideband::SidebandId) {
+        if let Some(s) = self
+            .by_call
+            .get(call_id)
+            .and_then(|k| self.sessions.get_mut(k))
+        {
+            s.detach_sideband(id);
+        }
+    }
+
+    /// A client event a sideband sent to a call; dropped when the call has ended.
+    pub fn sideband_text(&mut self, now: Instant, call_id: &str, text: &str) {
+        if let Some(&key) = self.by_call.get(call_id) {
+            self.isolate(now, key, |s| s.on_sideband_text(now, text));
+            self.after_input(key, now);
+        }
+    }
+
     /// A job's result for a call's response (see [`Endpoint::poll_job`]).
     pub fn job_done(&mut self, now: Instant, call_id: &str, done: JobDone) {
         if let Some(&key) = self.by_call.get(call_id) {

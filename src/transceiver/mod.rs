@@ -15,6 +15,7 @@ mod mailbox;
 pub(crate) mod media;
 mod peer;
 mod session;
+pub mod sideband;
 pub mod websocket;
 mod worker;
 
@@ -220,6 +221,18 @@ pub(crate) enum Command {
         fault: faults::Fault,
         reply: tokio::sync::oneshot::Sender<Option<Result<faults::FaultState, String>>>,
     },
+    /// Attaches a sideband's outgoing queue to a call.
+    AttachSideband {
+        call_id: String,
+        out: tokio::sync::mpsc::Sender<String>,
+        reply: tokio::sync::oneshot::Sender<sideband::Attach>,
+    },
+    /// A client event from a sideband.
+    SidebandText { call_id: String, text: String },
+    DetachSideband {
+        call_id: String,
+        id: sideband::SidebandId,
+    },
     /// A live call's event log from `since`, as JSON Lines; `None` when it is not live here.
     Events {
         call_id: String,
@@ -253,6 +266,8 @@ pub struct TransceiverHandle {
     stop: Arc<AtomicBool>,
     /// Ended calls' event logs, which the workers put here and signaling reads.
     ended_logs: event_log::SharedEndedLogs,
+    /// WebSocket sessions running here (see [`websocket`]).
+    ws_sessions: Arc<AtomicUsize>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -270,6 +285,9 @@ pub enum CallError {
     /// A fault the call cannot take in its state (a NAT rebinding before the client arrived).
     #[error("{0}")]
     FaultRefused(String),
+    /// The call cannot take this now (a sideband beyond the call's limit).
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Decrements a pending count however the call setup ends.
@@ -407,6 +425,74 @@ impl TransceiverHandle {
         })
     }
 
+    /// Starts a Realtime session over a WebSocket here (see [`websocket`]). Placement must
+    /// have called [`TransceiverHandle::reserve`] first, as for a call.
+    pub fn open_session(
+        &self,
+        request: websocket::SessionRequest,
+    ) -> Result<websocket::EventStream, CallError> {
+        let _release = Release(&self.pending);
+        if self.is_draining() {
+            return Err(CallError::Unavailable(self.id));
+        }
+        Ok(websocket::spawn(request, self.ws_sessions.clone()))
+    }
+
+    /// WebSocket sessions running here.
+    pub fn ws_sessions(&self) -> usize {
+        self.ws_sessions.load(Ordering::Relaxed)
+    }
+
+    /// Attaches a sideband to a live call (see [`sideband`]): `Ok(None)` when the call is not
+    /// here. Client frames go to the call's worker in order; dropping the stream's sender
+    /// detaches it.
+    pub async fn attach_sideband(
+        &self,
+        call_id: String,
+    ) -> Result<Option<websocket::EventStream>, CallError> {
+        let Some(w) = self.owner(&call_id) else {
+            return Ok(None);
+        };
+        let (out, from_session) = tokio::sync::mpsc::channel(websocket::STREAM_CAPACITY);
+        let attach = ask(w, |reply| Command::AttachSideband {
+            call_id: call_id.clone(),
+            out,
+            reply,
+        })
+        .await
+        .ok_or(CallError::Unavailable(self.id))?;
+        let id = match attach {
+            sideband::Attach::Attached(id) => id,
+            sideband::Attach::NoCall => return Ok(None),
+            sideband::Attach::Full => {
+                return Err(CallError::Refused(format!(
+                    "call {call_id} has {} sidebands attached already",
+                    sideband::MAX_SIDEBANDS
+                )));
+            }
+        };
+        let (to_session, mut from_client) =
+            tokio::sync::mpsc::channel::<String>(websocket::STREAM_CAPACITY);
+        let mailbox = w.mailbox.clone();
+        tokio::spawn(async move {
+            while let Some(text) = from_client.recv().await {
+                let call_id = call_id.clone();
+                if mailbox
+                    .send(Command::SidebandText { call_id, text })
+                    .await
+                    .is_err()
+                {
+                    return;
+                }
+            }
+            let _ = mailbox.send(Command::DetachSideband { call_id, id }).await;
+        });
+        Ok(Some(websocket::EventStream {
+            to_session,
+            from_session,
+        }))
+    }
+
     /// Injects `fault` into a call: `Ok(None)` when the call is not here, else its fault state
     /// after the change.
     pub async fn call_fault(
@@ -487,8 +573,9 @@ impl TransceiverHandle {
     }
 
     /// Live calls plus calls being set up: what placement balances on.
+    /// Calls and WebSocket sessions, live or being set up: what placement balances.
     pub fn load(&self) -> usize {
-        self.live_calls() + self.pending.load(Ordering::Relaxed)
+        self.live_calls() + self.pending.load(Ordering::Relaxed) + self.ws_sessions()
     }
 
     /// Counts a call as placed here until its `create_call` returns.
@@ -574,6 +661,7 @@ pub fn spawn_in_process(
         draining: Arc::new(AtomicBool::new(false)),
         stop,
         ended_logs,
+        ws_sessions: Arc::default(),
     };
     Ok((handle, threads))
 }

@@ -147,6 +147,8 @@ pub struct Session {
     end_grace: Duration,
     /// Every `oai-events` frame both ways (see [`super::event_log`]).
     events: EventLog,
+    /// Sideband WebSockets attached to the call (see [`super::sideband`]).
+    sidebands: super::sideband::Sidebands,
 }
 
 pub struct NewSession {
@@ -211,6 +213,7 @@ impl Session {
             jobs: Vec::new(),
             end_grace: DEFAULT_END_GRACE,
             events: EventLog::starting(now),
+            sidebands: Default::default(),
         }
     }
 
@@ -433,15 +436,45 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
-                self.events.record_client(now, &text);
-                self.conv.on_client_text(&text);
-                self.media.configure(&self.conv);
+                self.on_client_text(now, &text);
             }
             _ => {}
         }
     }
 
+    /// A client event from the data channel or a sideband: one conversation, whoever sends.
+    fn on_client_text(&mut self, now: Instant, text: &str) {
+        self.events.record_client(now, text);
+        self.conv.on_client_text(text);
+        self.media.configure(&self.conv);
+    }
+
+    /// Attaches a sideband (see [`super::sideband`]); `None` when the call has as many as it
+    /// takes. The sideband's first frame is a `session.created` with the session as it is now.
+    pub fn attach_sideband(
+        &mut self,
+        out: tokio::sync::mpsc::Sender<String>,
+    ) -> Option<super::sideband::SidebandId> {
+        let welcome = self.conv.welcome_frame();
+        self.sidebands.attach(out, welcome)
+    }
+
+    pub fn detach_sideband(&mut self, id: super::sideband::SidebandId) {
+        self.sidebands.detach(id);
+    }
+
+    /// A client event from a sideband.
+    pub fn on_sideband_text(&mut self, now: Instant, text: &str) {
+        self.last_heard = now;
+        self.on_client_text(now, text);
+    }
+
+    /// Every server event goes to the data channel and to each sideband.
     fn send_events(&mut self, now: Instant, frames: Vec<String>) {
+        for f in &frames {
+            self.events.record_server(now, f);
+            self.sidebands.send(&self.call_id, f);
+        }
         let Some(id) = self.events_channel else {
             return;
         };
@@ -449,7 +482,6 @@ impl Session {
             return;
         };
         for f in frames {
-            self.events.record_server(now, &f);
             if let Err(e) = dc.send_text(now, f) {
                 log::warn!("{}: data channel send failed: {e}", self.call_id);
             }

@@ -198,6 +198,19 @@ impl Worker {
                 self.publish_counts();
                 let _ = reply.send(r);
             }
+            Command::AttachSideband {
+                call_id,
+                out,
+                reply,
+            } => {
+                let _ = reply.send(self.endpoint.attach_sideband(&call_id, out));
+            }
+            Command::SidebandText { call_id, text } => {
+                self.endpoint.sideband_text(now, &call_id, &text);
+            }
+            Command::DetachSideband { call_id, id } => {
+                self.endpoint.detach_sideband(&call_id, id);
+            }
             Command::Stats { reply } => {
                 let _ = reply.send(self.endpoint.stats());
             }

@@ -9,9 +9,11 @@
 
 mod framer;
 mod host;
+mod pipe;
 mod session;
 
 pub use host::spawn;
+pub use pipe::pipe;
 pub use session::{SessionRequest, WsSession};
 
 /// A client's event stream to a session on a transceiver: text frames both ways. The session

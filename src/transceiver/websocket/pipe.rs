@@ -1,0 +1,62 @@
+//! Joins a WebSocket to an [`EventStream`]: the client-facing socket in signaling, and the
+//! control API's socket on a transceiver in split roles.
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+
+use super::EventStream;
+
+/// How long a closing handshake may take before the connection is dropped.
+const CLOSE_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Pipes text frames both ways until either side ends. Binary frames are read as UTF-8 text
+/// (Realtime events are JSON; the engine answers anything else with an `error`). When the
+/// session ends the socket is closed normally (1000) with `reason`.
+pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static str) {
+    let EventStream {
+        to_session,
+        mut from_session,
+    } = stream;
+    loop {
+        tokio::select! {
+            frame = from_session.recv() => match frame {
+                Some(text) => {
+                    if socket.send(Message::Text(text.into())).await.is_err() {
+                        return;
+                    }
+                }
+                None => {
+                    let close = CloseFrame { code: 1000, reason: reason.into() };
+                    let _ = socket.send(Message::Close(Some(close))).await;
+                    return;
+                }
+            },
+            msg = socket.recv() => {
+                let text = match msg {
+                    Some(Ok(Message::Text(t))) => t.to_string(),
+                    Some(Ok(Message::Binary(b))) => String::from_utf8_lossy(&b).into_owned(),
+                    Some(Ok(Message::Ping(_) | Message::Pong(_))) => continue,
+                    Some(Ok(Message::Close(_))) => {
+                        // The reply to a close is queued when it is read and sent by the next
+                        // read, which then ends the stream: that completes the handshake.
+                        let _ = tokio::time::timeout(CLOSE_GRACE, socket.recv()).await;
+                        return;
+                    }
+                    Some(Err(_)) | None => return,
+                };
+                if to_session.send(text).await.is_err() {
+                    break; // the session ended: send what it said last, then close
+                }
+            }
+        }
+    }
+    while let Some(text) = from_session.recv().await {
+        if socket.send(Message::Text(text.into())).await.is_err() {
+            return;
+        }
+    }
+    let close = CloseFrame {
+        code: 1000,
+        reason: reason.into(),
+    };
+    let _ = socket.send(Message::Close(Some(close))).await;
+}
