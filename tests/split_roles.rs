@@ -344,3 +344,79 @@ async fn draining_and_silent_transceivers_leave_placement() {
 
 /// A minimal browser-like offer: valid enough for signaling's checks, never connected.
 const OFFER: &str = "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=group:BUNDLE 0\r\na=fingerprint:sha-256 AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33:44:55:66:77:88:99\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\nc=IN IP4 0.0.0.0\r\na=mid:0\r\na=ice-ufrag:abcd\r\na=ice-pwd:abcdefghijklmnopqrstuvwx\r\na=setup:actpass\r\na=rtcp-mux\r\na=sendrecv\r\na=rtpmap:111 opus/48000/2\r\n";
+
+/// A WebSocket session and a sideband in split roles: signaling pipes the client to a
+/// transceiver over the control API's WebSocket (with the cluster secret).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn websocket_sessions_and_sidebands_cross_the_control_api() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let cluster = start_cluster().await;
+    let http = cluster.signaling.http_addr;
+    async fn next_of(
+        ws: &mut tokio_tungstenite::WebSocketStream<
+            tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+        >,
+        kind: &str,
+    ) -> serde_json::Value {
+        loop {
+            let msg = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                .await
+                .unwrap_or_else(|_| panic!("no {kind}"))
+                .expect("open")
+                .expect("frame");
+            if let Message::Text(t) = msg {
+                let v: serde_json::Value = serde_json::from_str(&t).unwrap();
+                if v["type"] == kind {
+                    return v;
+                }
+            }
+        }
+    }
+    let (mut ws, _) =
+        tokio_tungstenite::connect_async(format!("ws://{http}/v1/realtime?model=echo"))
+            .await
+            .expect("a session through the control API");
+    next_of(&mut ws, "session.created").await;
+    let text = serde_json::json!({"type": "conversation.item.create", "item": {"type": "message",
+        "role": "user", "content": [{"type": "input_text", "text": "hi"}]}});
+    ws.send(Message::Text(text.to_string().into()))
+        .await
+        .unwrap();
+    ws.send(Message::Text(r#"{"type":"response.create"}"#.into()))
+        .await
+        .unwrap();
+    next_of(&mut ws, "response.output_audio.delta").await;
+    let done = next_of(&mut ws, "response.done").await;
+    assert_eq!(done["response"]["status"], "completed");
+
+    let mut call = Client::call(http, "/v1/realtime/calls?model=echo").await;
+    call.wait_connected(Duration::from_secs(10)).await;
+    call.wait_for("session.created", 1).await;
+    let id = call.call_id();
+    let (mut side, _) =
+        tokio_tungstenite::connect_async(format!("ws://{http}/v1/realtime?call_id={id}"))
+            .await
+            .expect("a sideband through the control API");
+    next_of(&mut side, "session.created").await;
+    let update = serde_json::json!({"type": "session.update",
+        "session": {"type": "realtime", "instructions": "from the sideband"}});
+    side.send(Message::Text(update.to_string().into()))
+        .await
+        .unwrap();
+    let updated = next_of(&mut side, "session.updated").await;
+    assert_eq!(updated["session"]["instructions"], "from the sideband");
+    call.wait_for("session.updated", 1).await;
+    call.hangup(http).await;
+    let closed = tokio::time::timeout(Duration::from_secs(5), async {
+        while let Some(Ok(m)) = side.next().await {
+            if let Message::Close(_) = m {
+                return;
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the sideband closes with the call");
+    cluster.stop().await;
+}

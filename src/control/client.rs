@@ -273,6 +273,34 @@ impl TransceiverControl for RemoteTransceiver {
             .await?;
         Ok(state)
     }
+
+    async fn open_session(
+        &self,
+        request: crate::transceiver::websocket::SessionRequest,
+    ) -> Result<crate::transceiver::websocket::EventStream, CallError> {
+        let _pending = Pending(&self.pending);
+        let json = serde_json::to_string(&request).map_err(|e| self.failed(e))?;
+        let url = format!(
+            "ws://{}{PREFIX}/sessions?request={}",
+            self.control,
+            urlencode(&json)
+        );
+        super::stream::dial(self.id, &url, &self.authorization, TIMEOUT)
+            .await?
+            .ok_or_else(|| self.failed("no session endpoint"))
+    }
+
+    async fn attach_sideband(
+        &self,
+        call_id: String,
+    ) -> Result<Option<crate::transceiver::websocket::EventStream>, CallError> {
+        let url = format!(
+            "ws://{}{PREFIX}/calls/{}/sideband",
+            self.control,
+            urlencode(&call_id)
+        );
+        super::stream::dial(self.id, &url, &self.authorization, TIMEOUT).await
+    }
 }
 
 /// Call ids are `rtc_` plus URL-safe characters; anything else is escaped rather than trusted.

@@ -11,6 +11,7 @@
 pub mod client;
 mod local;
 pub mod server;
+mod stream;
 mod wire;
 
 pub use client::RemoteTransceiver;

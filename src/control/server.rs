@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use axum::extract::rejection::JsonRejection;
+use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
@@ -38,6 +39,8 @@ pub fn router(transceiver: Arc<dyn TransceiverControl>, secret: &str) -> Router 
         .route(&format!("{PREFIX}/calls/{{id}}/faults"), post(call_fault))
         .route(&format!("{PREFIX}/status"), get(status))
         .route(&format!("{PREFIX}/calls/{{id}}/events"), get(events))
+        .route(&format!("{PREFIX}/sessions"), get(open_session))
+        .route(&format!("{PREFIX}/calls/{{id}}/sideband"), get(sideband))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such control path") })
         .layer(DefaultBodyLimit::max(
             crate::signaling::MAX_OFFER_BYTES + 1024,
@@ -398,5 +401,37 @@ mod tests {
         assert_eq!((status, code(&body)), (503, "unavailable"));
         let (_, st) = send(&app, "GET", "/status", Some("s"), "").await;
         assert_eq!(st["draining"], true);
+    }
+}
+
+/// A WebSocket session for signaling to pipe a client into (see [`super::stream`]).
+async fn open_session(
+    State(ctx): State<Ctx>,
+    Query(q): Query<wire::SessionQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let request = match serde_json::from_str(&q.request) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
+    };
+    match ctx.transceiver.open_session(request).await {
+        Ok(stream) => upgrade.on_upgrade(move |socket| {
+            crate::transceiver::websocket::pipe(socket, stream, "session ended")
+        }),
+        Err(e) => call_error(e),
+    }
+}
+
+async fn sideband(
+    State(ctx): State<Ctx>,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    match ctx.transceiver.attach_sideband(id).await {
+        Ok(Some(stream)) => upgrade.on_upgrade(move |socket| {
+            crate::transceiver::websocket::pipe(socket, stream, "call ended")
+        }),
+        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
+        Err(e) => call_error(e),
     }
 }

@@ -109,6 +109,12 @@ pub struct Events {
     pub jsonl: String,
 }
 
+/// `GET /sessions`: the [`crate::transceiver::websocket::SessionRequest`] as JSON.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct SessionQuery {
+    pub request: String,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 pub struct EventsQuery {
     #[serde(default)]

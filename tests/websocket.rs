@@ -1,0 +1,384 @@
+//! The Realtime WebSocket transport and sidebands over real sockets: a WebSocket client
+//! (tokio-tungstenite) talks to the all-in-one process and to the split roles (where the
+//! session runs on a transceiver reached through the control API), and a real WebRTC call
+//! (the `webrtc` crate) is steered by a sideband attached with `?call_id=`.
+//!
+//! Prints the turn latency per audio format (speech end as the client sent it → first
+//! `response.output_audio.delta`), the figure the closing note quotes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use common::Client;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use voice_edge::allinone::{self, AllInOneConfig, Running};
+
+type Socket =
+    tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn start() -> Running {
+    let _ = env_logger::builder().is_test(true).try_init();
+    allinone::start(AllInOneConfig {
+        http: "127.0.0.1:0".parse().unwrap(),
+        relay: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    })
+    .await
+    .expect("start all-in-one")
+}
+
+struct Ws {
+    socket: Socket,
+    /// Every event so far, with when it arrived.
+    events: Vec<(Instant, Value)>,
+    closed: bool,
+}
+
+impl Ws {
+    async fn open(http: std::net::SocketAddr, query: &str) -> Ws {
+        let mut req = format!("ws://{http}/v1/realtime?{query}")
+            .into_client_request()
+            .unwrap();
+        req.headers_mut()
+            .insert("sec-websocket-protocol", "realtime".parse().unwrap());
+        let (socket, resp) = tokio_tungstenite::connect_async(req)
+            .await
+            .expect("upgrade");
+        assert_eq!(
+            resp.headers()["sec-websocket-protocol"],
+            "realtime",
+            "the sub-protocol is echoed"
+        );
+        Ws {
+            socket,
+            events: Vec::new(),
+            closed: false,
+        }
+    }
+
+    async fn send(&mut self, event: Value) {
+        self.socket
+            .send(Message::Text(event.to_string().into()))
+            .await
+            .unwrap();
+    }
+
+    /// Reads whatever arrives within `d`.
+    async fn pump(&mut self, d: Duration) {
+        let until = tokio::time::Instant::now() + d;
+        while !self.closed {
+            match tokio::time::timeout_at(until, self.socket.next()).await {
+                Err(_) => return,
+                Ok(Some(Ok(Message::Text(t)))) => self
+                    .events
+                    .push((Instant::now(), serde_json::from_str(&t).unwrap())),
+                Ok(Some(Ok(Message::Close(_)))) | Ok(None) | Ok(Some(Err(_))) => self.closed = true,
+                Ok(Some(Ok(_))) => {}
+            }
+        }
+    }
+
+    async fn wait_for(&mut self, kind: &str, within: Duration) -> Value {
+        let until = Instant::now() + within;
+        loop {
+            if let Some((_, e)) = self.events.iter().find(|(_, e)| e["type"] == kind) {
+                return e.clone();
+            }
+            assert!(
+                Instant::now() < until && !self.closed,
+                "no {kind} within {within:?}; got {:?}",
+                self.types()
+            );
+            self.pump(Duration::from_millis(50)).await;
+        }
+    }
+
+    fn types(&self) -> Vec<String> {
+        self.events
+            .iter()
+            .map(|(_, e)| e["type"].as_str().unwrap_or("?").to_owned())
+            .collect()
+    }
+
+    fn audio_bytes(&self) -> usize {
+        self.events
+            .iter()
+            .filter(|(_, e)| e["type"] == "response.output_audio.delta")
+            .map(|(_, e)| b64(e["delta"].as_str().unwrap()).len())
+            .sum()
+    }
+
+    fn first_delta_at(&self) -> Option<Instant> {
+        self.events
+            .iter()
+            .find(|(_, e)| e["type"] == "response.output_audio.delta")
+            .map(|(t, _)| *t)
+    }
+}
+
+fn b64(s: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD.decode(s).unwrap()
+}
+
+/// fixtures/speech.wav (48 kHz) in `rate` Hz PCM.
+fn speech(rate: u32) -> Vec<i16> {
+    let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav")).unwrap();
+    let (r, pcm) = voice_edge::audio::wav::parse_wav(&wav).unwrap();
+    assert_eq!(r, 48_000);
+    voice_edge::audio::resample::resample(&pcm, 48_000, rate)
+}
+
+/// Appends `audio` in real-time 20 ms chunks (as a microphone would), reading events as it
+/// goes; returns when the last chunk was sent.
+async fn stream_audio(ws: &mut Ws, audio: &[u8], bytes_per_20ms: usize) -> Instant {
+    let mut tick = tokio::time::interval(Duration::from_millis(20));
+    for chunk in audio.chunks(bytes_per_20ms) {
+        tick.tick().await;
+        let audio = base64::engine::general_purpose::STANDARD.encode(chunk);
+        ws.send(json!({"type": "input_audio_buffer.append", "audio": audio}))
+            .await;
+        ws.pump(Duration::ZERO).await;
+    }
+    Instant::now()
+}
+
+/// A spoken turn in `format`: speech, then silence until the echo is back. Returns the echoed
+/// audio's length and the turn latency (last speech chunk sent → first audio delta).
+async fn spoken_turn(ws: &mut Ws, format: &str) -> (f64, Duration, f64) {
+    let (speech_bytes, silence, per_20ms, per_ms) = match format {
+        "audio/pcm" => {
+            let b: Vec<u8> = speech(24_000)
+                .iter()
+                .flat_map(|s| s.to_le_bytes())
+                .collect();
+            (b, vec![0u8; 48 * 1500], 960, 48.0)
+        }
+        "audio/pcmu" => {
+            let law = voice_edge::audio::g711::Law::Mu;
+            let b: Vec<u8> = speech(8_000).iter().map(|&s| law.encode(s)).collect();
+            (b, vec![law.silence(); 8 * 1500], 160, 8.0)
+        }
+        _ => unreachable!(),
+    };
+    // fixtures/speech.wav ends in about a second of its own silence: speech ends there.
+    let trailing_ms = 1000.0;
+    let sent_all = stream_audio(ws, &speech_bytes, per_20ms).await;
+    let speech_end = sent_all - Duration::from_millis(trailing_ms as u64);
+    stream_audio(ws, &silence, per_20ms).await;
+    ws.wait_for("response.done", Duration::from_secs(10)).await;
+    let echoed_ms = ws.audio_bytes() as f64 / per_ms;
+    let latency = ws.first_delta_at().expect("audio deltas") - speech_end;
+    let spoken_ms = speech_bytes.len() as f64 / per_ms - trailing_ms;
+    (echoed_ms, latency, spoken_ms)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn spoken_turns_come_back_as_audio_deltas_in_each_format() {
+    let server = start().await;
+    let mut table = Vec::new();
+    for format in ["audio/pcm", "audio/pcmu"] {
+        let mut ws = Ws::open(server.http_addr, "model=echo").await;
+        let created = ws.wait_for("session.created", Duration::from_secs(5)).await;
+        assert_eq!(created["session"]["type"], "realtime");
+        if format != "audio/pcm" {
+            ws.send(
+                json!({"type": "session.update", "session": {"type": "realtime", "audio": {
+                "input": {"format": {"type": format}}, "output": {"format": {"type": format}}}}}),
+            )
+            .await;
+            let updated = ws.wait_for("session.updated", Duration::from_secs(5)).await;
+            assert_eq!(
+                updated["session"]["audio"]["output"]["format"]["type"],
+                format
+            );
+        }
+        let (echoed_ms, latency, spoken_ms) = spoken_turn(&mut ws, format).await;
+        let types = ws.types();
+        for want in [
+            "input_audio_buffer.speech_started",
+            "input_audio_buffer.speech_stopped",
+            "input_audio_buffer.committed",
+            "response.created",
+            "response.output_audio.done",
+        ] {
+            assert!(
+                types.iter().any(|t| t == want),
+                "{format}: no {want}: {types:?}"
+            );
+        }
+        assert!(
+            !types.iter().any(|t| t.starts_with("output_audio_buffer.")),
+            "{format}: WebRTC-only events on a WebSocket"
+        );
+        assert!(
+            echoed_ms > spoken_ms * 0.6 && echoed_ms < spoken_ms + 2000.0,
+            "{format}: echo of {echoed_ms:.0} ms for about {spoken_ms:.0} ms of speech"
+        );
+        table.push((format, echoed_ms, latency));
+    }
+    println!("\nWebSocket turn latency (echo; speech end as sent → first output_audio.delta)");
+    println!("{:<12} {:>10} {:>12}", "format", "echoed ms", "latency ms");
+    for (format, echoed, latency) in table {
+        println!("{format:<12} {echoed:>10.0} {:>12}", latency.as_millis());
+    }
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn text_turns_transcription_and_bad_urls() {
+    let server = start().await;
+    let mut ws = Ws::open(server.http_addr, "model=echo").await;
+    ws.wait_for("session.created", Duration::from_secs(5)).await;
+    ws.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "hello there"}]}}),
+    )
+    .await;
+    ws.send(json!({"type": "response.create"})).await;
+    let done = ws.wait_for("response.done", Duration::from_secs(10)).await;
+    assert_eq!(done["response"]["status"], "completed");
+    ws.wait_for(
+        "response.output_audio_transcript.done",
+        Duration::from_secs(1),
+    )
+    .await;
+    assert!(ws.audio_bytes() > 48 * 300, "the text was spoken");
+
+    let mut t = Ws::open(server.http_addr, "intent=transcription").await;
+    let created = t.wait_for("session.created", Duration::from_secs(5)).await;
+    assert_eq!(created["session"]["type"], "transcription");
+    let b: Vec<u8> = speech(24_000)
+        .iter()
+        .flat_map(|s| s.to_le_bytes())
+        .collect();
+    stream_audio(&mut t, &b, 960).await;
+    stream_audio(&mut t, &vec![0u8; 48 * 1000], 960).await;
+    t.wait_for(
+        "conversation.item.input_audio_transcription.completed",
+        Duration::from_secs(5),
+    )
+    .await;
+    assert!(!t.types().iter().any(|k| k == "response.created"));
+
+    for (query, status) in [
+        ("", 400),
+        ("model=echo&call_id=rtc_x", 400),
+        ("intent=translate", 400),
+        ("model=script:nope", 400),
+        ("call_id=rtc_000000000000000000000000000000", 404),
+    ] {
+        let req = format!("ws://{}/v1/realtime?{query}", server.http_addr)
+            .into_client_request()
+            .unwrap();
+        match tokio_tungstenite::connect_async(req).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(r)) => {
+                assert_eq!(r.status().as_u16(), status, "{query}")
+            }
+            other => panic!("{query}: {:?}", other.map(|_| ())),
+        }
+    }
+    drop(server);
+}
+
+/// A server attaches to a live WebRTC call, sets tools and instructions and asks for a
+/// response; the caller hears it and sees every event; the sideband closes with the call.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sideband_steers_a_live_call() {
+    let server = start().await;
+    let mut call = Client::call(server.http_addr, "/v1/realtime/calls?model=echo").await;
+    call.wait_connected(Duration::from_secs(10)).await;
+    call.wait_for("session.created", 1).await;
+    let id = call.call_id();
+    let mut side = Ws::open(server.http_addr, &format!("call_id={id}")).await;
+    let created = side
+        .wait_for("session.created", Duration::from_secs(5))
+        .await;
+    assert_eq!(created["session"]["model"], "echo");
+    side.send(
+        json!({"type": "session.update", "session": {"type": "realtime",
+        "instructions": "You are a weather bot.",
+        "tools": [{"type": "function", "name": "get_weather", "description": "weather",
+                   "parameters": {"type": "object", "properties": {"location": {"type": "string"}},
+                                  "required": ["location"]}}],
+        "tool_choice": "required"}}),
+    )
+    .await;
+    let updated = side
+        .wait_for("session.updated", Duration::from_secs(5))
+        .await;
+    assert_eq!(updated["session"]["tools"][0]["name"], "get_weather");
+    // The caller saw the same update.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !call.received().await.iter().any(|e| {
+        e["type"] == "session.updated" && e["session"]["instructions"] == "You are a weather bot."
+    }) {
+        assert!(Instant::now() < deadline, "the caller never saw the update");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    side.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": "what's the weather in Paris"}]}}),
+    )
+    .await;
+    side.send(json!({"type": "response.create"})).await;
+    let args = side
+        .wait_for(
+            "response.function_call_arguments.done",
+            Duration::from_secs(5),
+        )
+        .await;
+    assert_eq!(args["name"], "get_weather");
+    call.wait_for("response.function_call_arguments.done", 1)
+        .await;
+    side.wait_for("response.done", Duration::from_secs(5)).await;
+    side.send(
+        json!({"type": "conversation.item.create", "item": {"type": "function_call_output",
+        "call_id": args["call_id"], "output": "{\"temperature\": 21}"}}),
+    )
+    .await;
+    side.send(json!({"type": "response.create"})).await;
+    // The caller hears the answer (its RTP arrives) and sees it end; so does the sideband.
+    while call.rtp_rx.try_recv().is_ok() {}
+    let events = call.wait_for("response.done", 2).await;
+    let done: Vec<&Value> = events
+        .iter()
+        .filter(|e| e["type"] == "response.done")
+        .collect();
+    assert_eq!(done[1]["response"]["status"], "completed", "{done:?}");
+    let mut packets = 0;
+    while call.rtp_rx.try_recv().is_ok() {
+        packets += 1;
+    }
+    assert!(
+        packets > 50,
+        "the caller got {packets} audio packets of the answer"
+    );
+    side.pump(Duration::from_millis(200)).await;
+    let side_done = side
+        .events
+        .iter()
+        .filter(|(_, e)| e["type"] == "response.done")
+        .count();
+    assert_eq!(side_done, 2);
+    // A fifth sideband is refused; the call ending closes the sideband.
+    let mut more = Vec::new();
+    for _ in 0..3 {
+        more.push(Ws::open(server.http_addr, &format!("call_id={id}")).await);
+    }
+    let req = format!("ws://{}/v1/realtime?call_id={id}", server.http_addr)
+        .into_client_request()
+        .unwrap();
+    match tokio_tungstenite::connect_async(req).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 409),
+        other => panic!("fifth sideband: {:?}", other.map(|_| ())),
+    }
+    call.hangup(server.http_addr).await;
+    side.pump(Duration::from_secs(3)).await;
+    assert!(side.closed, "the sideband closes with the call");
+    drop(server);
+}
