@@ -196,6 +196,38 @@ async fn status(State(ctx): State<Ctx>) -> Json<wire::Status> {
     })
 }
 
+/// A WebSocket session for signaling to pipe a client into (see [`super::stream`]).
+async fn open_session(
+    State(ctx): State<Ctx>,
+    Query(q): Query<wire::SessionQuery>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    let request = match serde_json::from_str(&q.request) {
+        Ok(r) => r,
+        Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
+    };
+    match ctx.transceiver.open_session(request).await {
+        Ok(stream) => upgrade.on_upgrade(move |socket| {
+            crate::transceiver::websocket::pipe(socket, stream, "session ended")
+        }),
+        Err(e) => call_error(e),
+    }
+}
+
+async fn sideband(
+    State(ctx): State<Ctx>,
+    Path(id): Path<String>,
+    upgrade: WebSocketUpgrade,
+) -> Response {
+    match ctx.transceiver.attach_sideband(id).await {
+        Ok(Some(stream)) => upgrade.on_upgrade(move |socket| {
+            crate::transceiver::websocket::pipe(socket, stream, "call ended")
+        }),
+        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
+        Err(e) => call_error(e),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::{AtomicBool, Ordering};
@@ -401,37 +433,5 @@ mod tests {
         assert_eq!((status, code(&body)), (503, "unavailable"));
         let (_, st) = send(&app, "GET", "/status", Some("s"), "").await;
         assert_eq!(st["draining"], true);
-    }
-}
-
-/// A WebSocket session for signaling to pipe a client into (see [`super::stream`]).
-async fn open_session(
-    State(ctx): State<Ctx>,
-    Query(q): Query<wire::SessionQuery>,
-    upgrade: WebSocketUpgrade,
-) -> Response {
-    let request = match serde_json::from_str(&q.request) {
-        Ok(r) => r,
-        Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
-    };
-    match ctx.transceiver.open_session(request).await {
-        Ok(stream) => upgrade.on_upgrade(move |socket| {
-            crate::transceiver::websocket::pipe(socket, stream, "session ended")
-        }),
-        Err(e) => call_error(e),
-    }
-}
-
-async fn sideband(
-    State(ctx): State<Ctx>,
-    Path(id): Path<String>,
-    upgrade: WebSocketUpgrade,
-) -> Response {
-    match ctx.transceiver.attach_sideband(id).await {
-        Ok(Some(stream)) => upgrade.on_upgrade(move |socket| {
-            crate::transceiver::websocket::pipe(socket, stream, "call ended")
-        }),
-        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
-        Err(e) => call_error(e),
     }
 }
