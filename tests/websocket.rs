@@ -221,8 +221,33 @@ async fn spoken_turns_come_back_as_audio_deltas_in_each_format() {
         );
         table.push((format, echoed_ms, latency));
     }
-    println!("\nWebSocket turn latency (echo; speech end as sent → first output_audio.delta)");
-    println!("{:<12} {:>10} {:>12}", "format", "echoed ms", "latency ms");
+    // The same turn over WebRTC through the relay, for comparison: speech end as sent → the
+    // first audio packet of the reply.
+    for codec in [
+        voice_edge::audio::Codec::Opus,
+        voice_edge::audio::Codec::Pcmu,
+    ] {
+        let mut call =
+            Client::call_codec(server.http_addr, "/v1/realtime/calls?model=echo", codec).await;
+        call.wait_connected(Duration::from_secs(10)).await;
+        let pcm = speech(48_000);
+        let speech_only = &pcm[..pcm.len() - 48_000]; // without its trailing second of silence
+        let (end, first) = call
+            .talk_and_listen(speech_only, &vec![0; 48_000 * 2])
+            .await;
+        let first = first.expect("the echo came back over RTP");
+        let name = if codec == voice_edge::audio::Codec::Opus {
+            "webrtc/opus"
+        } else {
+            "webrtc/pcmu"
+        };
+        table.push((name, f64::NAN, first.into_std() - end.into_std()));
+    }
+    println!("\nTurn latency, echo model (speech end as the client sent it → first reply audio)");
+    println!(
+        "{:<12} {:>10} {:>12}",
+        "transport", "echoed ms", "latency ms"
+    );
     for (format, echoed, latency) in table {
         println!("{format:<12} {echoed:>10.0} {:>12}", latency.as_millis());
     }

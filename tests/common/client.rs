@@ -409,6 +409,56 @@ impl Client {
         }
     }
 
+    /// Speaks `speech`, then `silence`, in real time, while listening: returns when the speech
+    /// ended (its last frame sent) and when the first audio packet after that arrived, the
+    /// client's view of a turn's latency.
+    pub async fn talk_and_listen(
+        &mut self,
+        speech: &[i16],
+        silence: &[i16],
+    ) -> (tokio::time::Instant, Option<tokio::time::Instant>) {
+        let mut enc = Encoder::new(self.codec);
+        let pt = codec_parameters(self.codec).payload_type;
+        let mut tick = tokio::time::interval(Duration::from_millis(20));
+        let n_speech = speech.len() / FRAME_SAMPLES;
+        let mut speech_end = tokio::time::Instant::now();
+        let mut first = None;
+        let frames = speech
+            .chunks_exact(FRAME_SAMPLES)
+            .chain(silence.chunks_exact(FRAME_SAMPLES));
+        for (i, frame) in frames.enumerate() {
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => break,
+                    p = self.rtp_rx.recv() => {
+                        if p.is_some() && i >= n_speech && first.is_none() {
+                            first = Some(tokio::time::Instant::now());
+                        }
+                    }
+                }
+            }
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            let pkt = rtc::rtp::Packet {
+                header: rtc::rtp::header::Header {
+                    version: 2,
+                    payload_type: pt,
+                    sequence_number: seq as u16,
+                    timestamp: seq.wrapping_mul(self.codec.frame_ticks()),
+                    ssrc: self.ssrc,
+                    ..Default::default()
+                },
+                payload: Bytes::copy_from_slice(enc.encode(frame).unwrap()),
+            };
+            self.track.write_rtp(pkt).await.unwrap();
+            if i + 1 == n_speech {
+                speech_end = tokio::time::Instant::now();
+                while self.rtp_rx.try_recv().is_ok() {}
+            }
+        }
+        (speech_end, first)
+    }
+
     /// Streams 20 ms tagged frames until `stop` is set; returns the number sent.
     pub fn stream(
         &self,
