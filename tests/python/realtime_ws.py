@@ -427,7 +427,7 @@ class Run:
             await sess.wait("input_audio_buffer.committed", a.step_timeout, since, lambda e: e.get("item_id") == stopped.get("item_id"))
             _, created = await sess.wait("response.created", a.step_timeout, since)
             rid = (created.get("response") or {}).get("id")
-            t_first, _ = await sess.wait("response.output_audio.delta", a.step_timeout, since)
+            t_first, _ = await sess.wait("response.output_audio.delta", a.step_timeout, since, lambda e: e.get("response_id") == rid)
             t_done, done = await sess.wait(
                 "response.done", a.reply_timeout, since, lambda e: (e.get("response") or {}).get("id") == rid
             )
@@ -517,7 +517,7 @@ class Run:
             await conn.response.create()
             _, created = await sess.wait("response.created", a.step_timeout, since)
             rid = (created.get("response") or {}).get("id")
-            t_first, _ = await sess.wait("response.output_audio.delta", a.step_timeout, since)
+            t_first, _ = await sess.wait("response.output_audio.delta", a.step_timeout, since, lambda e: e.get("response_id") == rid)
             t_tdelta, _ = await sess.wait("response.output_audio_transcript.delta", a.reply_timeout, since)
             _, tdone = await sess.wait("response.output_audio_transcript.done", a.reply_timeout, since)
             t_done, done = await sess.wait(
