@@ -42,6 +42,7 @@ function runScript(args) {
 }
 
 const fmtMs = (v) => (typeof v === 'number' ? v.toFixed(1) : '—');
+const withMs = (v) => (typeof v === 'number' ? `${v.toFixed(1)} ms` : '—');
 
 describe('openai (Python) realtime.connect() over WebSocket', { timeout: FILE_TIMEOUT_MS }, () => {
   let server = null;
@@ -172,10 +173,10 @@ describe('openai (Python) realtime.connect() over WebSocket', { timeout: FILE_TI
       ['case', 'turn latency', 'speech_stopped→audio', 'reply audio', 'connect'],
       ...Object.entries(out.checks).map(([name, c]) => [
         name + (c.ok ? '' : ' (FAILED)'),
-        `${fmtMs(c.latency_ms)} ms`,
-        `${fmtMs(c.stopped_to_audio_ms ?? c.stopped_to_delta_ms)} ms`,
+        withMs(c.latency_ms),
+        withMs(c.stopped_to_audio_ms ?? c.stopped_to_delta_ms),
         c.reply_ms != null ? `${c.reply_ms} ms / ${c.audio_bytes} B` : '—',
-        `${fmtMs(c.connect_ms)} ms`,
+        withMs(c.connect_ms),
       ]),
     ];
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));

@@ -699,7 +699,7 @@ def main() -> int:
     p.add_argument("--quiet-wait", type=float, default=1.0, help="seconds a transcription session must stay quiet")
     p.add_argument("--deadline", type=float, default=60.0, help="seconds for the whole run")
     args = p.parse_args()
-    args.checks = [c.strip() for c in args.checks.split(",") if c.strip()]
+    args.checks = list(dict.fromkeys(c.strip() for c in args.checks.split(",") if c.strip()))
     bad = [c for c in args.checks if c not in CHECKS]
     if bad:
         p.error(f"unknown checks {bad}")
