@@ -33,6 +33,9 @@ command -v npm >/dev/null 2>&1 || apt_pkgs+=(npm)
 [ -x /usr/bin/firefox-esr ] || apt_pkgs+=(firefox-esr)
 # The tts model (and the echo model's text replies) speak through espeak-ng when it is installed.
 command -v espeak-ng >/dev/null 2>&1 || apt_pkgs+=(espeak-ng)
+# The Python client test (tests/python) makes a venv; Debian's python3 needs python3-venv for that (ensurepip).
+command -v python3 >/dev/null 2>&1 || apt_pkgs+=(python3)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_pkgs+=(python3-venv)
 # --- services used by tests: add later ones (databases, brokers, …) here --------------------------------
 [ -x /usr/bin/redis-server ] || apt_pkgs+=(redis-server)
 # The multi-host test puts each role in its own network namespace (ip netns, veth, a bridge).
@@ -66,6 +69,20 @@ if [ ! -d tests/e2e/node_modules/playwright-core ] \
   log "npm ci (tests/e2e)"
   (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund)
 fi
+
+# Python packages for tests/e2e/python-openai.test.mjs: the official openai client (pinned, with its realtime
+# extra) in a venv, made once and remade only when requirements.txt changes. The test finds it through
+# VOICE_EDGE_PYTHON.
+py_venv=tests/python/.venv
+if [ ! -x "$py_venv/bin/python" ] || [ ! -f "$py_venv/.installed" ] \
+  || [ tests/python/requirements.txt -nt "$py_venv/.installed" ]; then
+  log "pip install -r tests/python/requirements.txt (into $py_venv)"
+  rm -rf "$py_venv"
+  python3 -m venv "$py_venv"
+  "$py_venv/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
+  touch "$py_venv/.installed"
+fi
+export VOICE_EDGE_PYTHON="$PWD/$py_venv/bin/python"
 
 # ---------------------------------------------------------------------------------------------------------
 # 2. Rust unit + integration tests. Compiled once: the integration tests make cargo build the
@@ -103,7 +120,8 @@ export VOICE_EDGE_BIN
 #    (openai-types.mjs, read at test time);
 #    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs);
 #    per-call faults seen by Chromium's stack (faults.test.mjs); G.711 calls from Chromium limited to PCMU or
-#    PCMA by setCodecPreferences (g711.test.mjs).
+#    PCMA by setCodecPreferences (g711.test.mjs); the official Python openai client over the Realtime
+#    WebSocket transport, spoken/text/PCMU/transcription turns with a latency table (python-openai.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
