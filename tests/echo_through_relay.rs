@@ -9,14 +9,7 @@ use common::Client;
 use voice_edge::allinone::{self, AllInOneConfig, Running};
 
 async fn start() -> Running {
-    let _ = env_logger::builder().is_test(true).try_init();
-    allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .await
-    .expect("start all-in-one")
+    common::start_local(AllInOneConfig::default()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

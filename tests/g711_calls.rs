@@ -8,18 +8,11 @@ mod common;
 use std::time::Duration;
 
 use common::Client;
-use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::allinone::{AllInOneConfig, Running};
 use voice_edge::audio::{Codec, Decoder};
 
 async fn start() -> Running {
-    let _ = env_logger::builder().is_test(true).try_init();
-    allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .await
-    .expect("start all-in-one")
+    common::start_local(AllInOneConfig::default()).await
 }
 
 /// The answer's audio m-line names `codec` on its static payload type, and nothing else.

@@ -16,20 +16,13 @@ use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
-use voice_edge::allinone::{self, AllInOneConfig, Running};
+use voice_edge::allinone::{AllInOneConfig, Running};
 
 type Socket =
     tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
 async fn start() -> Running {
-    let _ = env_logger::builder().is_test(true).try_init();
-    allinone::start(AllInOneConfig {
-        http: "127.0.0.1:0".parse().unwrap(),
-        relay: "127.0.0.1:0".parse().unwrap(),
-        ..Default::default()
-    })
-    .await
-    .expect("start all-in-one")
+    common::start_local(AllInOneConfig::default()).await
 }
 
 struct Ws {

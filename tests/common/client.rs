@@ -388,25 +388,29 @@ impl Client {
     /// (as a microphone would), the last partial frame dropped.
     pub async fn talk(&mut self, pcm48k: &[i16]) {
         let mut enc = Encoder::new(self.codec);
-        let pt = codec_parameters(self.codec).payload_type;
         let mut tick = tokio::time::interval(Duration::from_millis(20));
         for frame in pcm48k.chunks_exact(FRAME_SAMPLES) {
             tick.tick().await;
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            let pkt = rtc::rtp::Packet {
-                header: rtc::rtp::header::Header {
-                    version: 2,
-                    payload_type: pt,
-                    sequence_number: seq as u16,
-                    timestamp: seq.wrapping_mul(self.codec.frame_ticks()),
-                    ssrc: self.ssrc,
-                    ..Default::default()
-                },
-                payload: Bytes::copy_from_slice(enc.encode(frame).unwrap()),
-            };
-            self.track.write_rtp(pkt).await.unwrap();
+            self.send_frame(&mut enc, frame).await;
         }
+    }
+
+    /// Encodes one 20 ms frame and sends it as the next RTP packet of the call's stream.
+    async fn send_frame(&mut self, enc: &mut Encoder, frame: &[i16]) {
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let pkt = rtc::rtp::Packet {
+            header: rtc::rtp::header::Header {
+                version: 2,
+                payload_type: codec_parameters(self.codec).payload_type,
+                sequence_number: seq as u16,
+                timestamp: seq.wrapping_mul(self.codec.frame_ticks()),
+                ssrc: self.ssrc,
+                ..Default::default()
+            },
+            payload: Bytes::copy_from_slice(enc.encode(frame).unwrap()),
+        };
+        self.track.write_rtp(pkt).await.unwrap();
     }
 
     /// Speaks `speech`, then `silence`, in real time, while listening: returns when the speech
@@ -418,7 +422,6 @@ impl Client {
         silence: &[i16],
     ) -> (tokio::time::Instant, Option<tokio::time::Instant>) {
         let mut enc = Encoder::new(self.codec);
-        let pt = codec_parameters(self.codec).payload_type;
         let mut tick = tokio::time::interval(Duration::from_millis(20));
         let n_speech = speech.len() / FRAME_SAMPLES;
         let mut speech_end = tokio::time::Instant::now();
@@ -437,20 +440,7 @@ impl Client {
                     }
                 }
             }
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            let pkt = rtc::rtp::Packet {
-                header: rtc::rtp::header::Header {
-                    version: 2,
-                    payload_type: pt,
-                    sequence_number: seq as u16,
-                    timestamp: seq.wrapping_mul(self.codec.frame_ticks()),
-                    ssrc: self.ssrc,
-                    ..Default::default()
-                },
-                payload: Bytes::copy_from_slice(enc.encode(frame).unwrap()),
-            };
-            self.track.write_rtp(pkt).await.unwrap();
+            self.send_frame(&mut enc, frame).await;
             if i + 1 == n_speech {
                 speech_end = tokio::time::Instant::now();
                 while self.rtp_rx.try_recv().is_ok() {}
