@@ -129,7 +129,7 @@ py="${VOICE_EDGE_PYTHON:-tests/python/.venv/bin/python}"
 [ -x "$py" ] || fail "the WebSocket check needs tests/python/.venv (scripts/test.sh makes it)"
 ws=$("$py" tests/python/realtime_ws.py --base-url http://127.0.0.1:8080/v1 --checks spoken,text 2>/tmp/ws-$PROJECT.err) \
   || fail "the Realtime WebSocket through compose (Python openai client): $ws $(tail -5 /tmp/ws-$PROJECT.err)"
-ws_latency=$(python3 -c 'import json,sys; r=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(", ".join(f"{k} {v.get(\"latency_ms\")} ms" for k,v in r.get("checks",{}).items()))' <<<"$ws" 2>/dev/null || echo "?")
+ws_latency=$(python3 -c "import json,sys; r=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(', '.join(k + ' ' + str(v.get('latency_ms')) + ' ms' for k, v in r['checks'].items()))" <<<"$ws" 2>/dev/null || echo "?")
 log "1c. Realtime WebSocket through compose (Python openai): turn latency $ws_latency"
 
 # 2. relay restart mid-call
