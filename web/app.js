@@ -10,11 +10,13 @@
 //   tools.js         declare tools + tool_choice (session.update); answer function calls
 //   netstats.js      getStats every second (RTT, jitter, loss, bitrate); per-turn latency
 //   faults.js        the call's /faults API (network impairment, blackout, ...) and ICE restart
+//   sideband.js      a second WebSocket on the call (GET /v1/realtime?call_id=): its events, send, close
 import { $, emit, errorDetail } from './lib.js';
 import * as conversation from './panes/conversation.js';
 import * as faults from './panes/faults.js';
 import * as inspector from './panes/inspector.js';
 import * as netstats from './panes/netstats.js';
+import * as sideband from './panes/sideband.js';
 import * as tools from './panes/tools.js';
 
 {
@@ -579,6 +581,7 @@ import * as tools from './panes/tools.js';
   tools.init(ctx);
   netstats.init(ctx);
   faults.init(ctx);
+  sideband.init(ctx);
 
   setState('idle');
   renderSteps();
