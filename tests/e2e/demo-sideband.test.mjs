@@ -3,7 +3,7 @@
 // sideband" opens GET /v1/realtime?call_id= on the call, a session.update + response.create sent from
 // its box is answered on both the sideband and the data channel (the same response, in the inspector and
 // the conversation, and heard on the page); hang-up → the server closes the sideband (1000 "call ended")
-// and the pane says so. Opus (the default) and PCMA shown as negotiated too.
+// and the pane says so. Opus (the default) and PCMA shown as negotiated too; Detach closes a sideband.
 //
 //   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/demo-sideband.test.mjs
 //
@@ -187,6 +187,17 @@ describe('demo page: codec picker and sideband pane in headless chromium', { tim
         const got = await page.evaluate(() => window.voiceEdge.codec);
         assert.deepEqual(got, { asked: codec, answer, stats });
         assert.equal(await page.textContent('#codec-shown'), `${answer} in the answer · ${stats} received (getStats)`);
+        if (codec !== 'opus') return;
+        // Detach: the page closes its sideband; the call goes on.
+        await page.click('#sideband-attach');
+        await page.waitForFunction(() => window.voiceEdge.sideband.state === 'open', null, { timeout: 5_000 });
+        await page.click('#sideband-detach');
+        await page.waitForFunction(() => window.voiceEdge.sideband.state === 'closed', null, { timeout: 5_000 });
+        const close = await page.evaluate(() => window.voiceEdge.sideband.close);
+        assert.equal(close.code, 1000, JSON.stringify(close));
+        assert.match(await page.textContent('#sideband-status'), /^closed: 1000/);
+        assert.equal(await page.evaluate(() => window.voiceEdge.state), 'connected', 'the call outlives its sideband');
+        assert.equal(await page.isDisabled('#sideband-attach'), false, 'attach again');
       });
     });
   }
