@@ -120,8 +120,10 @@ export VOICE_EDGE_BIN
 #    (openai-types.mjs, read at test time);
 #    headless firefox-esr: demo page and plain flow (firefox.test.mjs); LAN mode over HTTPS (lan.test.mjs);
 #    per-call faults seen by Chromium's stack (faults.test.mjs); G.711 calls from Chromium limited to PCMU or
-#    PCMA by setCodecPreferences (g711.test.mjs); the official Python openai client over the Realtime
-#    WebSocket transport, spoken/text/PCMU/transcription turns with a latency table (python-openai.test.mjs).
+#    PCMA by setCodecPreferences (g711.test.mjs); the demo page's codec picker and sideband pane: a PCMU
+#    call, a sideband attached to it steering a response both see, closed with the call (demo-sideband.test.mjs);
+#    the official Python openai client over the Realtime WebSocket transport, spoken/text/PCMU/transcription
+#    turns with a latency table (python-openai.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

@@ -2,18 +2,21 @@
 // Plain JS as ES modules, no build step. State for tests lives in window.voiceEdge.
 //
 // This file owns the call: microphone, RTCPeerConnection, the POST /v1/realtime/calls offer/answer,
-// the oai-events data channel, setup timings, the path, hang-up and ICE restart. Everything it sees goes
+// the oai-events data channel, the codec (picker + what was negotiated), setup timings, the path, hang-up
+// and ICE restart. Everything it sees goes
 // out on the bus (lib.js) to the panes, one file each under panes/:
 //   inspector.js     every data-channel event both ways + local notes; filter, export, server log
 //   conversation.js  user and assistant transcripts per item, tool calls, failed responses
 //   tools.js         declare tools + tool_choice (session.update); answer function calls
 //   netstats.js      getStats every second (RTT, jitter, loss, bitrate); per-turn latency
 //   faults.js        the call's /faults API (network impairment, blackout, ...) and ICE restart
+//   sideband.js      a second WebSocket on the call (GET /v1/realtime?call_id=): its events, send, close
 import { $, emit, errorDetail } from './lib.js';
 import * as conversation from './panes/conversation.js';
 import * as faults from './panes/faults.js';
 import * as inspector from './panes/inspector.js';
 import * as netstats from './panes/netstats.js';
+import * as sideband from './panes/sideband.js';
 import * as tools from './panes/tools.js';
 
 {
@@ -29,6 +32,8 @@ import * as tools from './panes/tools.js';
     stats: $('#audio-stats'),
     model: $('#model'),
     scriptName: $('#script-name'),
+    codec: $('#codec'),
+    codecShown: $('#codec-shown'),
   };
 
   // Exposed for tests and for poking around in the console.
@@ -42,6 +47,7 @@ import * as tools from './panes/tools.js';
     pc: null,
     dc: null,
     model: null, // the model this call asked for
+    codec: emptyCodec(), // {asked: 'opus'|'pcmu'|'pcma', answer: 'PCMU/8000', stats: 'audio/PCMU'}
     send, // send(event): a client event on the data channel (throws when it is not open)
     iceRestart, // iceRestart(): pc.restartIce() + PATCH the call with the new offer
     injectServerEvent, // injectServerEvent(ev): feed the panes a server event the server never sent
@@ -58,6 +64,9 @@ import * as tools from './panes/tools.js';
     const t = {};
     for (const s of STEPS) t[s] = null;
     return t;
+  }
+  function emptyCodec(asked = null) {
+    return { asked, answer: null, stats: null };
   }
   function emptyPath() {
     return { media: null, relay: null, cluster: null, transceiver: null, worker: null, callId: null };
@@ -101,6 +110,12 @@ import * as tools from './panes/tools.js';
     }
   }
 
+  function renderCodec() {
+    const { answer, stats } = ve.codec;
+    if (!ui.codecShown) return;
+    ui.codecShown.textContent = answer || stats ? `${answer || '–'} in the answer · ${stats || '–'} received (getStats)` : '–';
+  }
+
   function renderPath() {
     for (const [k, v] of Object.entries(ve.path)) {
       const el = document.querySelector(`[data-path="${k}"]`);
@@ -129,9 +144,11 @@ import * as tools from './panes/tools.js';
     ve.pc = null;
     ve.dc = null;
     ve.hangup = null;
+    ve.codec = emptyCodec(ui.codec ? ui.codec.value : 'opus');
     showError(null);
     renderSteps();
     renderPath();
+    renderCodec();
     ui.stats.textContent = 'no audio yet';
     let model;
     try {
@@ -169,6 +186,7 @@ import * as tools from './panes/tools.js';
 
       const track = c.mic.getAudioTracks()[0];
       pc.addTrack(track);
+      if (ve.codec.asked && ve.codec.asked !== 'opus') limitCodec(pc, ve.codec.asked);
 
       const dc = pc.createDataChannel('oai-events');
       // Every client event goes through dc.send, whoever calls it (this page, a pane, a test or the
@@ -226,6 +244,9 @@ import * as tools from './panes/tools.js';
       if (!c.hangupUrl && c.callUrl) c.hangupUrl = `${c.callUrl}/hangup`;
       renderPath();
       emit('call:path', { t: now(), ...ve.path, callUrl: c.callUrl });
+      ve.codec.answer = answerCodec(body);
+      renderCodec();
+      note(`codec: ${ve.codec.answer || 'none named in the answer'} (asked for ${ve.codec.asked})`);
 
       await pc.setRemoteDescription({ type: 'answer', sdp: body });
       watchDtls(pc, c); // the transport exists by now in every browser
@@ -233,6 +254,32 @@ import * as tools from './panes/tools.js';
     } catch (e) {
       fail(c, e && e.message ? e.message : String(e));
     }
+  }
+
+  /**
+   * Offer only `codec` ('pcmu' or 'pcma'), as telephony pages do: setCodecPreferences on the audio
+   * transceiver before the offer. The server answers an offer limited to G.711 with it.
+   */
+  function limitCodec(pc, codec) {
+    const transceiver = pc.getTransceivers()[0];
+    if (!transceiver || typeof transceiver.setCodecPreferences !== 'function' || !RTCRtpReceiver.getCapabilities) {
+      throw new Error(`This browser cannot limit the offer to ${codec.toUpperCase()} (no setCodecPreferences)`);
+    }
+    const caps = RTCRtpReceiver.getCapabilities('audio');
+    const only = (caps ? caps.codecs : []).filter((x) => x.mimeType.toLowerCase() === `audio/${codec}`);
+    if (!only.length) throw new Error(`This browser offers no ${codec.toUpperCase()} codec`);
+    transceiver.setCodecPreferences(only);
+  }
+
+  /** The answer's audio codec as "NAME/RATE": the first format of its m=audio line, by its rtpmap. */
+  function answerCodec(sdp) {
+    const lines = String(sdp).split(/\r?\n/);
+    const m = lines.find((l) => l.startsWith('m=audio '));
+    const pt = m ? m.trim().split(' ')[3] : null;
+    if (pt == null) return null;
+    const map = lines.find((l) => l.startsWith(`a=rtpmap:${pt} `));
+    if (map) return map.slice(`a=rtpmap:${pt} `.length).trim().split('/').slice(0, 2).join('/');
+    return { 0: 'PCMU/8000', 8: 'PCMA/8000' }[pt] || `payload type ${pt}`;
   }
 
   function watchPeer(pc, c) {
@@ -331,6 +378,11 @@ import * as tools from './panes/tools.js';
           if (s.type === 'inbound-rtp' && s.kind === 'audio') inbound = s;
           if (s.type === 'outbound-rtp' && s.kind === 'audio') outbound = s;
         });
+        const codec = inbound && inbound.codecId ? report.get(inbound.codecId) : null;
+        if (codec && codec.mimeType && codec.mimeType !== ve.codec.stats) {
+          ve.codec.stats = codec.mimeType;
+          renderCodec();
+        }
         if (inbound && inbound.packetsReceived > 0 && inbound.totalAudioEnergy > 0) {
           if (ve.timings.firstAudio == null) {
             mark('firstAudio');
@@ -529,8 +581,10 @@ import * as tools from './panes/tools.js';
   tools.init(ctx);
   netstats.init(ctx);
   faults.init(ctx);
+  sideband.init(ctx);
 
   setState('idle');
   renderSteps();
   renderPath();
+  renderCodec();
 }

@@ -10,11 +10,10 @@
 // to the repository root) on a front server that proxies everything else to the binary.
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
-import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { REPO_ROOT, SPEECH_WAV, diagnostics, launchBrowser, openDemo, startCallAndWaitForAudio, startServer } from './harness.mjs';
+import { SPEECH_WAV, diagnostics, launchBrowser, openDemo, startCallAndWaitForAudio, startServer, webFront } from './harness.mjs';
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
@@ -36,29 +35,6 @@ function silenceWav(seconds = 2) {
   h.write('data', 36);
   h.writeUInt32LE(data.length, 40);
   return Buffer.concat([h, data]);
-}
-
-/** With VOICE_EDGE_DEMO_WEB: a front server serving that directory and proxying the rest to `target`. */
-async function webFront(dir, target) {
-  const root = path.resolve(REPO_ROOT, dir);
-  const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css' };
-  const t = new URL(target);
-  const srv = http.createServer((req, res) => {
-    const p = new URL(req.url, 'http://x').pathname;
-    const file = path.join(root, p === '/' ? 'index.html' : p);
-    if (req.method === 'GET' && file.startsWith(root) && fs.existsSync(file) && fs.statSync(file).isFile()) {
-      res.writeHead(200, { 'content-type': types[path.extname(file)] || 'application/octet-stream' }).end(fs.readFileSync(file));
-      return;
-    }
-    const up = http.request({ host: t.hostname, port: t.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
-      res.writeHead(r.statusCode, r.headers);
-      r.pipe(res);
-    });
-    up.on('error', (e) => res.writeHead(502).end(String(e)));
-    req.pipe(up);
-  });
-  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
-  return { url: `http://127.0.0.1:${srv.address().port}/`, close: () => srv.close() };
 }
 
 describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {

@@ -4,6 +4,7 @@
 import { spawn } from 'node:child_process';
 import dgram from 'node:dgram';
 import fs from 'node:fs';
+import http from 'node:http';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -377,4 +378,55 @@ export function timingsLine(timings) {
 
 export function fmt(v) {
   return typeof v === 'number' ? (Math.round(v * 10) / 10).toFixed(1) : String(v);
+}
+
+/**
+ * For VOICE_EDGE_DEMO_WEB: a front server that serves the demo page from `dir` (relative to the repo
+ * root) and proxies everything else to `target` (the binary's base URL), WebSocket upgrades included
+ * (the sideband pane's GET /v1/realtime?call_id=). Returns {url, close()}.
+ */
+export async function webFront(dir, target) {
+  const root = path.resolve(REPO_ROOT, dir);
+  const types = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript', '.css': 'text/css' };
+  const t = new URL(target);
+  const sockets = new Set();
+  const srv = http.createServer((req, res) => {
+    const p = new URL(req.url, 'http://x').pathname;
+    const file = path.join(root, p === '/' ? 'index.html' : p);
+    if (req.method === 'GET' && file.startsWith(root) && fs.existsSync(file) && fs.statSync(file).isFile()) {
+      res.writeHead(200, { 'content-type': types[path.extname(file)] || 'application/octet-stream' }).end(fs.readFileSync(file));
+      return;
+    }
+    const up = http.request({ host: t.hostname, port: t.port, path: req.url, method: req.method, headers: req.headers }, (r) => {
+      res.writeHead(r.statusCode, r.headers);
+      r.pipe(res);
+    });
+    up.on('error', (e) => res.writeHead(502).end(String(e)));
+    req.pipe(up);
+  });
+  // An upgrade: the request as it came, to the binary, then bytes both ways.
+  srv.on('upgrade', (req, socket, head) => {
+    const up = net.connect(Number(t.port), t.hostname, () => {
+      const lines = [`${req.method} ${req.url} HTTP/1.1`];
+      for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      up.write(lines.join('\r\n') + '\r\n\r\n');
+      if (head && head.length) up.write(head);
+      up.pipe(socket);
+      socket.pipe(up);
+    });
+    for (const s of [socket, up]) {
+      sockets.add(s);
+      s.on('close', () => sockets.delete(s));
+    }
+    up.on('error', () => socket.destroy());
+    socket.on('error', () => up.destroy());
+  });
+  await new Promise((r) => srv.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${srv.address().port}/`,
+    close: () => {
+      for (const s of sockets) s.destroy();
+      srv.close();
+    },
+  };
 }

@@ -5,13 +5,13 @@
 // GET /v1/realtime/calls/{id}/events, the call's events as the server saw them.
 //
 // window.voiceEdge.log holds the records ({t, dir: 'in'|'out'|'note', type, event?, detail?}), at most
-// MAX_RECORDS, at once; the list on the page keeps the last MAX_ROWS, drawn every FLUSH_MS.
+// MAX_RECORDS, at once; the list on the page keeps the last MAX_ROWS, drawn in batches (eventlist.js,
+// which the sideband pane's list shares).
 import { $, el, emit, on, request } from '../lib.js';
+import { eventList } from './eventlist.js';
 
 const MAX_ROWS = 2000;
 const MAX_RECORDS = 20000;
-const ARROW = { in: '←', out: '→', note: '·' };
-const FLUSH_MS = 50;
 
 export function init({ ve }) {
   const list = $('#events');
@@ -30,31 +30,14 @@ export function init({ ve }) {
   }
 
   function renderCount() {
-    const rows = list.children.length;
+    const drawn = list.children.length;
     let shown = 0;
     for (const li of list.children) if (!li.hidden) shown++;
     count.textContent =
-      `${shown} shown of ${rows} rows` + (records.length > rows ? ` (${records.length} recorded)` : '') + (dropped ? `, ${dropped} oldest dropped` : '');
+      `${shown} shown of ${drawn} rows` + (records.length > drawn ? ` (${records.length} recorded)` : '') + (dropped ? `, ${dropped} oldest dropped` : '');
   }
 
-  /** One-line gist after the type: the text of a delta, an error's message, a response's status. */
-  function summary(r) {
-    const e = r.event;
-    if (!e) return '';
-    if (typeof e.delta === 'string') return JSON.stringify(e.delta);
-    if (e.type === 'error' && e.error) return e.error.message || '';
-    if (e.response && e.response.status && e.type === 'response.done') return e.response.status;
-    if (typeof e.transcript === 'string') return JSON.stringify(e.transcript);
-    if (e.type === 'response.function_call_arguments.done') return `${e.name || ''}(${e.arguments || ''})`;
-    if (e.item && e.item.type) return `${e.item.type}${e.item.role ? ' ' + e.item.role : ''}${e.item.id ? ' ' + e.item.id : ''}`;
-    return '';
-  }
-
-  // Rows are drawn in batches, off the event's own turn: reading the list's scroll position forces a
-  // layout of the whole page, and doing that per event delayed the page's own setup marks (data
-  // channel open) by tens of ms on a loaded machine. A burst of events costs one layout now.
-  let pending = [];
-  let flushTimer = null;
+  const rows = eventList(list, { maxRows: MAX_ROWS, visible: matches, onDraw: renderCount });
 
   function add(r) {
     records.push(r);
@@ -62,59 +45,13 @@ export function init({ ve }) {
       records.splice(0, records.length - MAX_RECORDS);
       dropped++;
     }
-    pending.push(r);
-    if (pending.length > MAX_ROWS) pending.splice(0, pending.length - MAX_ROWS);
-    if (flushTimer == null) flushTimer = setTimeout(flush, FLUSH_MS);
-  }
-
-  function row(r) {
-    const li = el(
-      'li',
-      { class: r.dir, dataset: { type: r.type, dir: r.dir } },
-      el('span', { class: 't' }, `${Math.round(r.t || 0)} ms`),
-      el('span', { class: 'dir' }, ARROW[r.dir]),
-      el('span', { class: 'type' }, r.type),
-      el('span', { class: 'gist' }, summary(r)),
-    );
-    li.hidden = !matches(r.type);
-    li.addEventListener('click', (e) => {
-      if (e.target.closest('pre')) return; // selecting text in the JSON does not close it
-      toggle(li, r);
-    });
-    return li;
-  }
-
-  function flush() {
-    flushTimer = null;
-    if (!pending.length) return;
-    const batch = pending;
-    pending = [];
-    const atBottom = list.scrollHeight - list.scrollTop - list.clientHeight < 24;
-    const frag = document.createDocumentFragment();
-    for (const r of batch) frag.appendChild(row(r));
-    list.appendChild(frag);
-    while (list.children.length > MAX_ROWS) list.firstChild.remove();
-    if (atBottom) list.scrollTop = list.scrollHeight;
-    renderCount();
-  }
-
-  function toggle(li, r) {
-    const open = li.querySelector('pre');
-    if (open) {
-      open.remove();
-      li.classList.remove('open');
-      return;
-    }
-    const body = r.event !== undefined ? JSON.stringify(r.event, null, 2) : r.detail || '(no detail)';
-    li.appendChild(el('pre', {}, body));
-    li.classList.add('open');
+    rows.add(r);
   }
 
   on('call:start', () => {
     records = ve.log = [];
     dropped = 0;
-    pending = [];
-    list.textContent = '';
+    rows.clear();
     serverLog.removeAttribute('href');
     serverLog.classList.add('disabled');
     logStatus.textContent = '';
@@ -160,13 +97,12 @@ export function init({ ve }) {
   });
 
   filter.addEventListener('input', () => {
-    for (const li of list.children) li.hidden = !matches(li.dataset.type);
+    rows.refilter();
     renderCount();
   });
 
   clearBtn.addEventListener('click', () => {
-    pending = [];
-    list.textContent = '';
+    rows.clear();
     renderCount();
   });
 
