@@ -230,6 +230,7 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
       const spokenMs = pcm.length / 48 - TRAILING_SILENCE_MS;
       assert.ok(echoedMs > spokenMs * 0.6 && echoedMs < spokenMs + 2000, `echo of ${echoedMs.toFixed(0)} ms for about ${spokenMs.toFixed(0)} ms of speech`);
       const firstDelta = conn.events.find((x, k) => k >= spokenFrom && x.e.type === 'response.output_audio.delta');
+      const vad = created.e.session.audio?.input?.turn_detection;
       const latencyMs = firstDelta.t - sentAt[lastSpeech];
       const latencyFixedMs = firstDelta.t - (sentAll - TRAILING_SILENCE_MS);
       assert.ok(latencyMs > 0, `first audio delta ${latencyMs.toFixed(0)} ms after the last speech chunk`);
@@ -237,7 +238,8 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
       console.log(
         `openai-node websocket: spoken turn ${spokenMs.toFixed(0)} ms of speech → ${echoedMs.toFixed(0)} ms echoed; ` +
           `turn latency (last speech chunk sent → first response.output_audio.delta) ${latencyMs.toFixed(0)} ms ` +
-          `(speech end taken as 1 s before the last fixture chunk: ${latencyFixedMs.toFixed(0)} ms)`,
+          `(speech end taken as 1 s before the last fixture chunk: ${latencyFixedMs.toFixed(0)} ms); ` +
+          `server VAD ${vad?.type} silence_duration_ms ${vad?.silence_duration_ms}`,
       );
       conn.rt.close();
       await until(() => conn.closed, 'the socket to close', 5_000);
