@@ -60,11 +60,14 @@ fi
 # Node packages for the e2e tests: playwright-core (drives the system chromium, downloads no browser),
 # puppeteer-core (drives the system firefox-esr over WebDriver BiDi, downloads nothing either), and for
 # the Realtime client tests the official @openai/agents-realtime SDK plus esbuild, which bundles the SDK page
-# in memory at test time (its platform binary is the @esbuild/<platform> optional dependency).
+# in memory at test time (its platform binary is the @esbuild/<platform> optional dependency); the official
+# Node openai client and ws for its OpenAIRealtimeWS (the same versions @openai/agents-realtime locks).
 if [ ! -d tests/e2e/node_modules/playwright-core ] \
   || [ ! -d tests/e2e/node_modules/puppeteer-core ] \
   || [ ! -d tests/e2e/node_modules/@openai/agents-realtime ] \
   || [ ! -d tests/e2e/node_modules/esbuild ] \
+  || [ ! -d tests/e2e/node_modules/openai ] \
+  || [ ! -d tests/e2e/node_modules/ws ] \
   || [ tests/e2e/package-lock.json -nt tests/e2e/node_modules/.package-lock.json ]; then
   log "npm ci (tests/e2e)"
   (cd tests/e2e && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 PUPPETEER_SKIP_DOWNLOAD=1 npm ci --no-audit --no-fund)
@@ -122,8 +125,10 @@ export VOICE_EDGE_BIN
 #    per-call faults seen by Chromium's stack (faults.test.mjs); G.711 calls from Chromium limited to PCMU or
 #    PCMA by setCodecPreferences (g711.test.mjs); the demo page's codec picker and sideband pane: a PCMU
 #    call, a sideband attached to it steering a response both see, closed with the call (demo-sideband.test.mjs);
-#    the official Python openai client over the Realtime WebSocket transport, spoken/text/PCMU/transcription
-#    turns with a latency table (python-openai.test.mjs).
+#    the Realtime WebSocket with official clients: Python openai, spoken/text/PCMU/transcription turns with a
+#    latency table (python-openai.test.mjs); Node openai's OpenAIRealtimeWS over wss:// against --lan
+#    --require-keys (openai-node-websocket.test.mjs); @openai/agents-realtime's OpenAIRealtimeWebSocket in
+#    chromium with an ek_ key as a sub-protocol (browser-websocket.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
