@@ -390,6 +390,23 @@ async fn websocket_sessions_and_sidebands_cross_the_control_api() {
     next_of(&mut ws, "response.output_audio.delta").await;
     let done = next_of(&mut ws, "response.done").await;
     assert_eq!(done["response"]["status"], "completed");
+    let live = || {
+        cluster
+            .transceivers
+            .iter()
+            .map(|t| t.handle.ws_sessions())
+            .sum::<usize>()
+    };
+    assert_eq!(live(), 1, "the session runs on a transceiver");
+    ws.close(None).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    while live() > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the session outlived its client's close"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     let mut call = Client::call(http, "/v1/realtime/calls?model=echo").await;
     call.wait_connected(Duration::from_secs(10)).await;
