@@ -95,6 +95,20 @@ async function waitFor(rec, match, { from = 0, timeoutMs = 10_000, what } = {}) 
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what || JSON.stringify(match)}; events: ${JSON.stringify(rec.events.slice(from).map((e) => e.type))}`);
 }
 
+/** Wait for the `count`-th server event satisfying `pred`. Returns {index, event}. */
+async function waitUntil(rec, pred, { from = 0, count = 1, timeoutMs = 10_000, what = 'a matching event' } = {}) {
+  const deadline = now() + timeoutMs;
+  for (;;) {
+    let seen = 0;
+    for (let i = from; i < rec.events.length; i++) {
+      if (pred(rec.events[i]) && ++seen === count) return { index: i, event: rec.events[i] };
+    }
+    if (now() >= deadline) break;
+    await sleep(5);
+  }
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; events: ${JSON.stringify(rec.events.slice(from).map((e) => e.type))}`);
+}
+
 /** The GA events of one spoken-audio response over the WebSocket transport (no output_audio_buffer.*). */
 const WS_RESPONSE_CYCLE = [
   'response.created',
@@ -207,13 +221,17 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebSocket) in No
       const created = await waitFor(rec, { type: 'session.created' }, { timeoutMs: 3_000 });
       assert.equal(created.index, 0, 'session.created is the first server event');
       assert.match(created.event.session?.id ?? '', /^sess_/, 'session.id');
-      const updated = await waitFor(rec, { type: 'session.updated' }, { timeoutMs: 3_000 });
+      // The SDK sends two updates: {tracing: 'auto'} on session.created, then its full config (connect()
+      // does not wait for their acks over a WebSocket). Each gets a session.updated.
+      const updates = rec.sent.filter((e) => e.type === 'session.update');
+      const fullUpdate = updates.find((e) => e.session?.model);
+      assert.equal(fullUpdate?.session?.model, 'echo', `the SDK sent session.update with the model: ${JSON.stringify(updates)}`);
+      const updated = await waitUntil(rec, (e) => e.type === 'session.updated', { count: updates.length, timeoutMs: 3_000, what: `${updates.length} session.updated` });
       const session = updated.event.session;
-      assert.deepEqual(session.audio?.input?.format, { type: 'audio/pcm', rate: 24000 }, 'default input format');
-      assert.deepEqual(session.audio?.output?.format, { type: 'audio/pcm', rate: 24000 }, 'default output format');
-      assert.equal(session.audio?.input?.turn_detection?.type, 'server_vad', `turn detection: ${JSON.stringify(session.audio?.input?.turn_detection)}`);
-      const firstUpdate = rec.sent.find((e) => e.type === 'session.update');
-      assert.equal(firstUpdate?.session?.model, 'echo', 'the SDK sent session.update with the model');
+      assert.deepEqual(session.audio?.input?.format, { type: 'audio/pcm', rate: 24000 }, 'input format');
+      assert.deepEqual(session.audio?.output?.format, { type: 'audio/pcm', rate: 24000 }, 'output format');
+      // The SDK's default turn detection is semantic_vad (served by the same VAD, eagerness auto: 500 ms).
+      assert.equal(session.audio?.input?.turn_detection?.type, fullUpdate.session.audio.input.turn_detection.type, `turn detection: ${JSON.stringify(session.audio?.input?.turn_detection)}`);
       console.log(`agents-websocket: connect() → connected in ${connectMs.toFixed(0)} ms (session ${created.event.session.id})`);
 
       // A spoken turn: the fixture at 24 kHz, real-time paced, then silence until the reply is done.
@@ -268,7 +286,7 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebSocket) in No
       results.speechStoppedAudioEndMs = stopped.audio_end_ms;
       console.log(
         `agents-websocket: speech end → first audio delta ${results.speechEndToFirstAudioMs} ms ` +
-          `(speech_stopped event → first delta ${results.speechStoppedToFirstAudioMs} ms; server VAD silence_duration_ms ${session.audio.input.turn_detection.silence_duration_ms})`,
+          `(speech_stopped event → first delta ${results.speechStoppedToFirstAudioMs} ms; turn_detection ${JSON.stringify(session.audio.input.turn_detection)})`,
       );
       assert.ok(results.speechEndToFirstAudioMs > 0 && results.speechEndToFirstAudioMs < 3000, `speech end → first audio ${results.speechEndToFirstAudioMs} ms`);
       const appends = rec.sent.filter((e) => e.type === 'input_audio_buffer.append');
@@ -337,8 +355,8 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebSocket) in No
     try {
       await session.connect({ apiKey: 'sk-test' });
       assert.equal(transport.status, 'connected');
-      const upd = await waitFor(rec, { type: 'session.updated' }, { timeoutMs: 3_000 });
-      assert.deepEqual(upd.event.session.tools?.map((t) => t.name), ['get_weather'], 'session.updated lists the agent tool');
+      const upd = await waitUntil(rec, (e) => e.type === 'session.updated' && e.session?.tools?.length > 0, { timeoutMs: 3_000, what: 'session.updated with tools' });
+      assert.deepEqual(upd.event.session.tools.map((t) => t.name), ['get_weather'], 'session.updated lists the agent tool');
 
       const tSend = now();
       session.sendMessage("What's the weather in Paris?");
