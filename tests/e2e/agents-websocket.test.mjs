@@ -443,6 +443,43 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebSocket) in No
       assert.ok(Math.abs(lengths[t].ms - ref) <= Math.max(100, ref * 0.05), `${t} audio ${lengths[t].ms} ms vs audio/pcm ${ref} ms`);
     }
   });
+
+  test('raw ws: loopback reflects appended audio as output_audio.delta (resp_loopback) at once', { timeout: 20_000 }, async () => {
+    const es = await openEventSocket(realtimeUrl(server, { model: 'loopback' }), { headers: { Authorization: 'Bearer sk-test' } });
+    closers.push(() => es.close());
+    try {
+      await es.waitFor({ type: 'session.created' }, { timeoutMs: 3_000 });
+      const { samples } = speechFixture();
+      const oneSecond = samples.subarray(0, 24000);
+      const from = es.events.length;
+      const sendTimes = [];
+      const streamed = await streamRealtime(
+        (buf) => {
+          sendTimes.push(now());
+          es.send({ type: 'input_audio_buffer.append', audio: Buffer.from(buf).toString('base64') });
+        },
+        oneSecond,
+        { maxSilenceMs: 0 },
+      );
+      await sleep(500);
+      const deltas = es.events.slice(from).filter((e) => e.type === 'response.output_audio.delta');
+      const bytes = audioDeltaBytes(deltas);
+      console.log(
+        `agents-websocket: loopback: ${streamed.chunks} appends (${oneSecond.length * 2} bytes) → ${deltas.length} deltas, ${bytes} bytes; ` +
+          `first append → first delta ${deltas.length ? (deltas[0].t - sendTimes[0]).toFixed(1) : '-'} ms, last append → last delta ${deltas.length ? (deltas[deltas.length - 1].t - sendTimes[sendTimes.length - 1]).toFixed(1) : '-'} ms; ` +
+          `other events: ${JSON.stringify([...new Set(es.events.slice(from).map((e) => e.type))])}`,
+      );
+      assert.ok(deltas.length > 0, 'loopback sent no response.output_audio.delta');
+      for (const d of deltas) assert.equal(d.response_id, 'resp_loopback', 'loopback delta response_id');
+      assert.ok(Math.abs(bytes - oneSecond.length * 2) <= 2 * 960, `loopback returned ${bytes} bytes for ${oneSecond.length * 2} appended`);
+      assert.deepEqual(es.events.filter((e) => e.type === 'error'), [], 'error events');
+    } catch (err) {
+      console.error(`raw ws loopback events:\n${wsEventDump(es.events, es.t0)}`);
+      throw err;
+    } finally {
+      es.close();
+    }
+  });
 });
 
 /** Client events with runs of input_audio_buffer.append collapsed to one line. */
