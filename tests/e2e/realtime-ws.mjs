@@ -135,8 +135,8 @@ export function openEventSocket(url, { protocols = [], headers = {}, timeoutMs =
         err.body = body;
         err.headers = res.headers;
         reject(err);
+        req.destroy();
       });
-      req.destroy();
     });
     ws.once('error', (e) => reject(e));
   });

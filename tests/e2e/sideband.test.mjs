@@ -29,7 +29,8 @@ const GET_WEATHER = {
   description: 'Get the current weather for a location.',
   parameters: {
     type: 'object',
-    properties: { location: { type: 'string', description: 'The city, e.g. Paris.' } },
+    // `examples`: the stub model makes arguments from the schema (without it, the smallest valid string, "").
+    properties: { location: { type: 'string', description: 'The city.', examples: ['Paris'] } },
     required: ['location'],
   },
 };
@@ -156,7 +157,7 @@ describe('sideband WebSocket (GET /v1/realtime?call_id=…) on a WebRTC call hel
       const argsDone = await sb.waitFor({ type: 'response.function_call_arguments.done' }, { from, timeoutMs: 5_000 });
       assert.equal(argsDone.event.name, 'get_weather', 'function name');
       const args = JSON.parse(argsDone.event.arguments);
-      assert.equal(typeof args.location, 'string', `arguments: ${argsDone.event.arguments}`);
+      assert.equal(args.location, 'Paris', `arguments: ${argsDone.event.arguments}`);
       const callRespId = argsDone.event.response_id;
       const callDone = await sb.waitFor({ type: 'response.done', 'response.id': callRespId }, { from, timeoutMs: 5_000 });
       assert.equal(callDone.event.response.status, 'completed');
@@ -228,7 +229,11 @@ describe('sideband WebSocket (GET /v1/realtime?call_id=…) on a WebRTC call hel
       const skews = sb.events.slice(1).map((e) => performance.timeOrigin + e.t - dcT.get(e.event_id)).sort((a, b) => a - b);
       results.mirroredEvents = sbIds.length;
       results.sidebandMinusDataChannelMedianMs = Math.round(skews[Math.floor(skews.length / 2)] * 10) / 10;
-      console.log(`sideband: ${sbIds.length} events mirrored; arrival sideband − data channel: median ${results.sidebandMinusDataChannelMedianMs} ms, min ${skews[0].toFixed(1)}, max ${skews[skews.length - 1].toFixed(1)}`);
+      const worst = sb.events.slice(1).reduce((w, e) => (Math.abs(performance.timeOrigin + e.t - dcT.get(e.event_id)) > Math.abs(w.skew) ? { type: e.type, skew: performance.timeOrigin + e.t - dcT.get(e.event_id) } : w), { skew: 0 });
+      console.log(
+        `sideband: ${sbIds.length} events mirrored; arrival sideband − data channel (epoch clocks, polling-free on both sides): ` +
+          `median ${results.sidebandMinusDataChannelMedianMs} ms, min ${skews[0].toFixed(1)}, max ${skews[skews.length - 1].toFixed(1)} (largest: ${worst.type} ${worst.skew.toFixed(1)} ms)`,
+      );
       const dupCreated = dcEvents.filter((e) => e.type === 'session.created').length;
       console.log(`sideband: session.created events on the data channel: ${dupCreated}`);
       assert.deepEqual(sb.events.filter((e) => e.type === 'error'), [], 'error events on the sideband');
@@ -310,6 +315,7 @@ describe('sideband WebSocket (GET /v1/realtime?call_id=…) on a WebRTC call hel
         assert.ok(!res.events.some((e) => e.type === 'session.created'), `a sideband to ${callId} got session.created`);
       } else {
         assert.equal(res.status, 404, `upgrade to ${callId} refused with ${res.status}: ${res.message}`);
+        assert.equal(JSON.parse(res.body).error?.code, 'call_not_found', `404 body: ${res.body}`);
       }
     }
   });
