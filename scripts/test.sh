@@ -128,7 +128,9 @@ export VOICE_EDGE_BIN
 #    the Realtime WebSocket with official clients: Python openai, spoken/text/PCMU/transcription turns with a
 #    latency table (python-openai.test.mjs); Node openai's OpenAIRealtimeWS over wss:// against --lan
 #    --require-keys (openai-node-websocket.test.mjs); @openai/agents-realtime's OpenAIRealtimeWebSocket in
-#    chromium with an ek_ key as a sub-protocol (browser-websocket.test.mjs).
+#    chromium with an ek_ key as a sub-protocol (browser-websocket.test.mjs); the same SDK's OpenAIRealtimeWebSocket
+#    in Node: sendAudio turn, sendMessage, a RealtimeSession tool, G.711 formats, loopback (agents-websocket.test.mjs);
+#    a sideband WebSocket (?call_id=) on a call held by Chromium: tool call, mirroring, hang-up (sideband.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
