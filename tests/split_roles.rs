@@ -407,6 +407,10 @@ async fn websocket_sessions_and_sidebands_cross_the_control_api() {
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Nothing is left counted: placement would pass over a transceiver whose load is off.
+    for t in &cluster.transceivers {
+        assert_eq!(t.handle.load(), 0, "transceiver {} load", t.record.id);
+    }
 
     let mut call = Client::call(http, "/v1/realtime/calls?model=echo").await;
     call.wait_connected(Duration::from_secs(10)).await;

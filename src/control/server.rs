@@ -206,6 +206,8 @@ async fn open_session(
         Ok(r) => r,
         Err(e) => return error(StatusCode::BAD_REQUEST, "bad_request", &e.to_string()),
     };
+    // As for a call: `open_session` releases a reservation, and signaling's own is on its side.
+    ctx.transceiver.reserve();
     match ctx.transceiver.open_session(request).await {
         Ok(stream) => upgrade.on_upgrade(move |socket| {
             crate::transceiver::websocket::pipe(socket, stream, "session ended")
