@@ -400,3 +400,38 @@ async fn a_sideband_steers_a_live_call() {
     assert!(side.closed, "the sideband closes with the call");
     drop(server);
 }
+
+/// Open WebSocket sessions count against `--max-calls-per-client` while they are open.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sessions_count_against_the_per_client_cap_while_open() {
+    let server = common::start_local(AllInOneConfig {
+        call_limits: voice_edge::signaling::call_limits::CallLimits {
+            max_calls: 0,
+            max_calls_per_client: 2,
+        },
+        ..Default::default()
+    })
+    .await;
+    let mut a = Ws::open(server.http_addr, "model=echo").await;
+    let _b = Ws::open(server.http_addr, "model=echo").await;
+    let req = format!("ws://{}/v1/realtime?model=echo", server.http_addr)
+        .into_client_request()
+        .unwrap();
+    match tokio_tungstenite::connect_async(req.clone()).await {
+        Err(tokio_tungstenite::tungstenite::Error::Http(r)) => assert_eq!(r.status(), 429),
+        other => panic!("a third session: {:?}", other.map(|_| ())),
+    }
+    a.socket.close(None).await.unwrap();
+    a.pump(Duration::from_millis(200)).await;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    loop {
+        match tokio_tungstenite::connect_async(req.clone()).await {
+            Ok(_) => break,
+            Err(e) => assert!(
+                Instant::now() < deadline,
+                "still refused after a close: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -27,7 +27,8 @@ pub struct CallLimits {
     /// only the transceivers' own caps. More are refused with 503.
     #[arg(long, env = "VOICE_EDGE_MAX_CALLS", default_value_t = 0)]
     pub max_calls: usize,
-    /// Calls (live and setting up) one client address may hold; more are refused with 429.
+    /// Calls (live and setting up) and open Realtime WebSocket sessions one client address may
+    /// hold; more are refused with 429.
     /// 0: no cap (load tests; behind a reverse proxy every client shares its address).
     #[arg(long, env = "VOICE_EDGE_MAX_CALLS_PER_CLIENT", default_value_t = 100)]
     pub max_calls_per_client: usize,

@@ -208,8 +208,9 @@ fn count(c: &std::sync::atomic::AtomicU64) {
 }
 
 /// A place in the client's count of calls (see [`call_limits`]), or 429 when it holds
-/// `--max-calls-per-client` that are still live.
-async fn client_slot(sig: &Signaling, peer: Option<IpAddr>) -> Result<Slot, ApiError> {
+/// `--max-calls-per-client` that are still live. A WebSocket session holds its slot for its
+/// whole life (it never becomes a call id), so it counts until its socket closes.
+pub(super) async fn client_slot(sig: &Signaling, peer: Option<IpAddr>) -> Result<Slot, ApiError> {
     let refused = || {
         ApiError::invalid(
             "too_many_calls",

@@ -16,7 +16,7 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::calls::{call_error, call_not_found, model_for};
+use super::calls::{call_error, call_not_found, client_slot, model_for};
 use super::{ApiError, Signaling, bearer, key_error};
 use crate::transceiver::websocket::{SessionRequest, pipe};
 
@@ -41,6 +41,7 @@ enum Target {
 
 pub(super) async fn realtime(
     State(sig): State<Signaling>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<std::net::SocketAddr>>>,
     headers: HeaderMap,
     q: Result<Query<SocketQuery>, QueryRejection>,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -57,6 +58,7 @@ pub(super) async fn realtime(
         .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
     })?;
     let key = key_of(&headers);
+    let mut slot = None;
     let (stream, reason) = match target(&q)? {
         Target::Sideband(call_id) => {
             sig.keys
@@ -86,6 +88,9 @@ pub(super) async fn realtime(
                 }
                 transcription => transcription,
             };
+            // A session counts against its client's cap (`--max-calls-per-client`) while open.
+            let peer = peer.map(|p| p.0.0.ip());
+            slot = Some(client_slot(&sig, peer).await?);
             sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
             let (t, _) = sig.place(None)?;
             let stream = t.open_session(request).await.map_err(call_error)?;
@@ -95,7 +100,10 @@ pub(super) async fn realtime(
     Ok(upgrade
         .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)
-        .on_upgrade(move |socket| pipe(socket, stream, reason)))
+        .on_upgrade(move |socket| async move {
+            pipe(socket, stream, reason).await;
+            drop(slot);
+        }))
 }
 
 /// The one thing the URL names, or why it names none or several.
