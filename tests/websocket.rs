@@ -106,10 +106,10 @@ impl Ws {
             .sum()
     }
 
-    fn first_delta_at(&self) -> Option<Instant> {
+    fn first_at(&self, kind: &str) -> Option<Instant> {
         self.events
             .iter()
-            .find(|(_, e)| e["type"] == "response.output_audio.delta")
+            .find(|(_, e)| e["type"] == kind)
             .map(|(t, _)| *t)
     }
 }
@@ -141,8 +141,9 @@ async fn stream_audio(ws: &mut Ws, audio: &[u8], bytes_per_20ms: usize) -> Insta
 }
 
 /// A spoken turn in `format`: speech, then silence until the echo is back. Returns the echoed
-/// audio's length and the turn latency (last speech chunk sent → first audio delta).
-async fn spoken_turn(ws: &mut Ws, format: &str) -> (f64, Duration, f64) {
+/// audio's length, the turn latency (last speech chunk sent → first audio delta) and the
+/// engine's part of it (`speech_stopped` → first audio delta, both as received).
+async fn spoken_turn(ws: &mut Ws, format: &str) -> (f64, Duration, Duration, f64) {
     let (speech_bytes, silence, per_20ms, per_ms) = match format {
         "audio/pcm" => {
             let b: Vec<u8> = speech(24_000)
@@ -165,9 +166,14 @@ async fn spoken_turn(ws: &mut Ws, format: &str) -> (f64, Duration, f64) {
     stream_audio(ws, &silence, per_20ms).await;
     ws.wait_for("response.done", Duration::from_secs(10)).await;
     let echoed_ms = ws.audio_bytes() as f64 / per_ms;
-    let latency = ws.first_delta_at().expect("audio deltas") - speech_end;
+    let first = ws
+        .first_at("response.output_audio.delta")
+        .expect("audio deltas");
+    let stopped = ws
+        .first_at("input_audio_buffer.speech_stopped")
+        .expect("speech_stopped");
     let spoken_ms = speech_bytes.len() as f64 / per_ms - trailing_ms;
-    (echoed_ms, latency, spoken_ms)
+    (echoed_ms, first - speech_end, first - stopped, spoken_ms)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -190,7 +196,7 @@ async fn spoken_turns_come_back_as_audio_deltas_in_each_format() {
                 format
             );
         }
-        let (echoed_ms, latency, spoken_ms) = spoken_turn(&mut ws, format).await;
+        let (echoed_ms, latency, engine, spoken_ms) = spoken_turn(&mut ws, format).await;
         let types = ws.types();
         for want in [
             "input_audio_buffer.speech_started",
@@ -212,7 +218,7 @@ async fn spoken_turns_come_back_as_audio_deltas_in_each_format() {
             echoed_ms > spoken_ms * 0.6 && echoed_ms < spoken_ms + 2000.0,
             "{format}: echo of {echoed_ms:.0} ms for about {spoken_ms:.0} ms of speech"
         );
-        table.push((format, echoed_ms, latency));
+        table.push((format, echoed_ms, latency, Some(engine)));
     }
     // The same turn over WebRTC through the relay, for comparison: speech end as sent → the
     // first audio packet of the reply.
@@ -234,15 +240,21 @@ async fn spoken_turns_come_back_as_audio_deltas_in_each_format() {
         } else {
             "webrtc/pcmu"
         };
-        table.push((name, f64::NAN, first.into_std() - end.into_std()));
+        table.push((name, f64::NAN, first.into_std() - end.into_std(), None));
     }
     println!("\nTurn latency, echo model (speech end as the client sent it → first reply audio)");
     println!(
-        "{:<12} {:>10} {:>12}",
-        "transport", "echoed ms", "latency ms"
+        "{:<12} {:>10} {:>12} {:>26}",
+        "transport", "echoed ms", "latency ms", "speech_stopped→audio ms"
     );
-    for (format, echoed, latency) in table {
-        println!("{format:<12} {echoed:>10.0} {:>12}", latency.as_millis());
+    for (format, echoed, latency, engine) in table {
+        let engine = engine.map_or("—".to_owned(), |d| {
+            format!("{:.1}", d.as_secs_f64() * 1e3)
+        });
+        println!(
+            "{format:<12} {echoed:>10.0} {:>12} {engine:>26}",
+            latency.as_millis()
+        );
     }
     drop(server);
 }
