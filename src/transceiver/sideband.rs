@@ -90,8 +90,8 @@ mod tests {
             assert_eq!(rx.try_recv().unwrap(), "welcome");
             assert_eq!(rx.try_recv().unwrap(), "e1");
         }
-        // The first stops reading: once its queue is full it is cut off, the others go on.
-        for i in 0..STREAM_CAPACITY {
+        // The first stops reading: one frame past a full queue cuts it off; the others go on.
+        for i in 0..=STREAM_CAPACITY {
             s.send("rtc_x", &format!("e{i}"));
             for rx in &mut rxs[1..] {
                 rx.try_recv().unwrap();
