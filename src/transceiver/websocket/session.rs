@@ -91,8 +91,8 @@ impl WsSession {
         // The engine checks and answers the event (an `error` for bad base64) either way.
         self.conv.on_client_text(text);
         if let Some(audio) = audio {
+            let ticks = self.media.codec().frame_ticks();
             for frame in self.framer.push(&audio) {
-                let ticks = frame.len() as u32 / self.bytes_per_tick();
                 self.media.on_rtp(
                     now,
                     &frame,
@@ -107,14 +107,6 @@ impl WsSession {
         self.follow_formats();
         self.media.configure(&self.conv);
         self.drive(now);
-    }
-
-    fn bytes_per_tick(&self) -> u32 {
-        if self.media.codec() == Codec::Pcm24 {
-            2
-        } else {
-            1
-        }
     }
 
     /// A `session.update` that changes a format changes the codecs. Audio buffered in the old
