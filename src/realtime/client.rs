@@ -151,7 +151,8 @@ impl Conversation {
 
     /// A manual commit never starts a response, even in VAD mode, as the service documents.
     fn input_commit(&mut self) -> Result<(), ClientError> {
-        let Some(pending) = self.input.take_pending() else {
+        let whole = self.transport == Transport::WebSocket;
+        let Some(pending) = self.input.take_pending(whole) else {
             return Err(ClientError::new(
                 "input_audio_buffer_commit_empty",
                 "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio.",

@@ -49,9 +49,17 @@ impl UncommittedInput {
     }
 
     /// Takes what a manual commit would commit, preferring speech over bare buffer time, or
-    /// `None` when there is less than [`MIN_COMMIT_MS`] of anything.
-    pub fn take_pending(&mut self) -> Option<Pending> {
-        let pending = if let Some(open) = &self.open {
+    /// `None` when there is less than [`MIN_COMMIT_MS`] of anything. `whole` takes all the
+    /// buffer since the last commit instead (a WebSocket client appended exactly what it
+    /// wants committed; a microphone's stream is trimmed to its speech).
+    pub fn take_pending(&mut self, whole: bool) -> Option<Pending> {
+        let pending = if whole && self.heard_ms > self.committed_upto {
+            Pending::Span {
+                item_id: self.open.as_ref().and_then(|o| o.item_id.clone()),
+                start_ms: self.committed_upto,
+                end_ms: self.heard_ms,
+            }
+        } else if let Some(open) = &self.open {
             Pending::Span {
                 item_id: open.item_id.clone(),
                 start_ms: open.start_ms,

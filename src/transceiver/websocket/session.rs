@@ -361,6 +361,40 @@ mod tests {
     }
 
     #[test]
+    fn with_vad_off_a_manual_commit_and_response_create_echo_the_appended_audio() {
+        let request = SessionRequest::Realtime {
+            model: ModelKind::Echo,
+        };
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let mut now = Instant::now();
+        let off = json!({"type": "session.update", "session": {"type": "realtime",
+            "audio": {"input": {"turn_detection": null}}}});
+        s.on_client_text(now, &off.to_string());
+        let speech = speech_24k();
+        s.on_client_text(now, &append(&speech));
+        s.on_client_text(now, r#"{"type":"input_audio_buffer.commit"}"#);
+        s.on_client_text(now, r#"{"type":"response.create"}"#);
+        let mut out = Vec::new();
+        let end = now + Duration::from_secs(8);
+        run_until(&mut s, &mut now, end, &mut out);
+        let t = types(&out);
+        assert!(
+            !t.contains(&"input_audio_buffer.speech_stopped"),
+            "VAD is off: {t:?}"
+        );
+        assert!(t.contains(&"input_audio_buffer.committed"), "{t:?}");
+        let done = out.iter().find(|e| e["type"] == "response.done").unwrap();
+        assert_eq!(done["response"]["status"], "completed");
+        // The whole appended buffer comes back (the commit takes it all, silence included).
+        let got = audio_bytes(&out);
+        assert!(
+            got >= speech.len() - 960 && got <= speech.len() + 960,
+            "echo of {got} bytes for {} appended",
+            speech.len()
+        );
+    }
+
+    #[test]
     fn transcription_sessions_transcribe_turns_and_refuse_responses() {
         let mut s = WsSession::new("sess_t".into(), &SessionRequest::Transcription, 0);
         let speech = speech_24k();
