@@ -196,7 +196,9 @@ impl Conversation {
         let Some(stopped) = self.cancel_and_clear("turn_detected") else {
             return;
         };
-        if stopped.in_conversation {
+        // On a WebSocket the server cannot know what was played: the client truncates, from
+        // its own playback clock, as the service expects (the SDK's interrupt() does).
+        if stopped.in_conversation && self.transport == super::Transport::WebRtc {
             self.out.emit(
                 "conversation.item.truncated",
                 json!({

@@ -395,6 +395,56 @@ mod tests {
     }
 
     #[test]
+    fn barge_in_cancels_and_leaves_truncation_to_the_client() {
+        let request = SessionRequest::Realtime {
+            model: ModelKind::Echo,
+        };
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let speech = speech_24k();
+        let mut events = spoken_turn(&mut s, &speech, 48);
+        assert!(events.iter().any(|e| e["type"] == "response.done"));
+        // A second turn, then speech again while its echo plays.
+        let mut now = Instant::now() + Duration::from_secs(30);
+        for chunk in speech.chunks(4800).chain(vec![0u8; 48_000].chunks(4800)) {
+            s.on_client_text(now, &append(chunk));
+            let next = now + Duration::from_millis(100);
+            run_until(&mut s, &mut now, next, &mut events);
+        }
+        let next = now + Duration::from_millis(600);
+        run_until(&mut s, &mut now, next, &mut events);
+        for chunk in speech.chunks(4800).take(10) {
+            s.on_client_text(now, &append(chunk));
+            let next = now + Duration::from_millis(100);
+            run_until(&mut s, &mut now, next, &mut events);
+        }
+        let cancelled = events
+            .iter()
+            .find(|e| e["type"] == "response.done" && e["response"]["status"] == "cancelled")
+            .expect("the barge-in cancelled the playing response");
+        assert_eq!(
+            cancelled["response"]["status_details"]["reason"],
+            "turn_detected"
+        );
+        let item = cancelled["response"]["output"][0]["id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        assert!(
+            !events
+                .iter()
+                .any(|e| e["type"] == "conversation.item.truncated"),
+            "the server truncated on its own"
+        );
+        // The client's truncate, from its playback clock, is taken.
+        let truncate = json!({"type": "conversation.item.truncate", "item_id": item,
+            "content_index": 0, "audio_end_ms": 300});
+        s.on_client_text(now, &truncate.to_string());
+        let mut out = Vec::new();
+        drain(&mut s, &mut out);
+        assert_eq!(out[0]["type"], "conversation.item.truncated", "{out:?}");
+    }
+
+    #[test]
     fn transcription_sessions_transcribe_turns_and_refuse_responses() {
         let mut s = WsSession::new("sess_t".into(), &SessionRequest::Transcription, 0);
         let speech = speech_24k();
