@@ -24,11 +24,7 @@ pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static s
                         return;
                     }
                 }
-                None => {
-                    let close = CloseFrame { code: 1000, reason: reason.into() };
-                    let _ = socket.send(Message::Close(Some(close))).await;
-                    return;
-                }
+                None => return close(socket, reason).await,
             },
             msg = socket.recv() => {
                 let text = match msg {
@@ -54,9 +50,26 @@ pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static s
             return;
         }
     }
-    let close = CloseFrame {
+    close(socket, reason).await;
+}
+
+/// Closes normally (1000) and waits, within [`CLOSE_GRACE`], for the client's reply: dropping
+/// the connection right after our close frame makes browsers report the close as unclean.
+async fn close(mut socket: WebSocket, reason: &'static str) {
+    let frame = CloseFrame {
         code: 1000,
         reason: reason.into(),
     };
-    let _ = socket.send(Message::Close(Some(close))).await;
+    if socket.send(Message::Close(Some(frame))).await.is_err() {
+        return;
+    }
+    let _ = tokio::time::timeout(CLOSE_GRACE, async {
+        // Frames still in flight are dropped; the stream ends once the reply is read.
+        while let Some(Ok(m)) = socket.recv().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
 }
