@@ -127,6 +127,18 @@ pub(super) fn json_len(v: &Value) -> usize {
     n.0
 }
 
+/// How long the service keeps a session: `expires_at` says so, and a WebSocket session is closed
+/// with `session_expired` then.
+pub const MAX_SESSION_DURATION: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The `expires_at` (unix seconds) of a session starting now.
+pub fn expires_at_unix() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        + MAX_SESSION_DURATION.as_secs()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

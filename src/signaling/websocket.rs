@@ -34,8 +34,11 @@ pub(super) struct SocketQuery {
 }
 
 /// What the URL asks for.
+#[derive(Debug)]
 enum Target {
-    Session(SessionRequest),
+    /// A conversation with the model `?model=` names (resolved with the key's, as for calls).
+    Realtime,
+    Transcription,
     Sideband(String),
 }
 
@@ -74,19 +77,18 @@ pub(super) async fn realtime(
                 .ok_or_else(|| call_not_found(&call_id))?;
             (stream, "call ended")
         }
-        Target::Session(request) => {
+        target => {
             let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
-            let request = match request {
-                SessionRequest::Realtime { .. } => {
-                    let key_model = key_session
-                        .as_ref()
-                        .and_then(|s| s.get("model"))
-                        .and_then(Value::as_str);
-                    SessionRequest::Realtime {
-                        model: model_for([None, key_model, q.model.as_deref()])?,
-                    }
+            let request = if matches!(target, Target::Transcription) {
+                SessionRequest::Transcription
+            } else {
+                let key_model = key_session
+                    .as_ref()
+                    .and_then(|s| s.get("model"))
+                    .and_then(Value::as_str);
+                SessionRequest::Realtime {
+                    model: model_for([None, key_model, q.model.as_deref()])?,
                 }
-                transcription => transcription,
             };
             // A session counts against its client's cap (`--max-calls-per-client`) while open.
             let peer = peer.map(|p| p.0.0.ip());
@@ -119,10 +121,8 @@ fn target(q: &SocketQuery) -> Result<Target, ApiError> {
         }
     };
     match (&q.model, &q.call_id, transcription) {
-        (Some(_), None, false) => Ok(Target::Session(SessionRequest::Realtime {
-            model: crate::model::ModelKind::Echo, // resolved with the key's model by the caller
-        })),
-        (None, None, true) => Ok(Target::Session(SessionRequest::Transcription)),
+        (Some(_), None, false) => Ok(Target::Realtime),
+        (None, None, true) => Ok(Target::Transcription),
         (None, Some(id), false) => Ok(Target::Sideband(id.clone())),
         _ => Err(ApiError::invalid(
             "invalid_query",
@@ -160,11 +160,11 @@ mod tests {
     fn a_url_names_exactly_one_thing() {
         assert!(matches!(
             target(&q(Some("echo"), None, None)),
-            Ok(Target::Session(_))
+            Ok(Target::Realtime)
         ));
         assert!(matches!(
             target(&q(None, None, Some("transcription"))),
-            Ok(Target::Session(SessionRequest::Transcription))
+            Ok(Target::Transcription)
         ));
         assert!(matches!(
             target(&q(None, Some("rtc_x"), None)),

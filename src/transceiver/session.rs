@@ -166,9 +166,7 @@ pub struct NewSession {
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
         let mut conv = Conversation::new(format!("sess_{}", &n.call_id[4..]), &n.model);
-        if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
-            conv.set_expires_at(d.as_secs() + 3600);
-        }
+        conv.set_expires_at(crate::realtime::session_limits::expires_at_unix());
         if n.codec != Codec::Opus {
             // The session reports the call's audio as what it is on the wire.
             conv.set_audio_format(n.codec.realtime_format());

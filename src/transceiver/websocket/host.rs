@@ -11,7 +11,7 @@ use super::{EventStream, STREAM_CAPACITY, SessionRequest, WsSession};
 use crate::transceiver::media::JobDone;
 
 /// The real service closes a session after 60 minutes; so does this one.
-const MAX_SESSION: Duration = Duration::from_secs(3600);
+const MAX_SESSION: Duration = crate::realtime::session_limits::MAX_SESSION_DURATION;
 
 /// Starts a session on the current tokio runtime and returns its stream; `live` counts it
 /// until it ends.
@@ -19,10 +19,7 @@ pub fn spawn(request: SessionRequest, live: Arc<AtomicUsize>) -> EventStream {
     let (to_session, from_client) = mpsc::channel(STREAM_CAPACITY);
     let (to_client, from_session) = mpsc::channel(STREAM_CAPACITY);
     let id = format!("sess_{}", hex::encode(rand::random::<[u8; 12]>()));
-    let expires = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-        + MAX_SESSION.as_secs();
+    let expires = crate::realtime::session_limits::expires_at_unix();
     let session = WsSession::new(id, &request, expires);
     live.fetch_add(1, Ordering::Relaxed);
     tokio::spawn(async move {

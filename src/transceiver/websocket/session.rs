@@ -39,9 +39,10 @@ pub struct WsSession {
     ended: bool,
 }
 
-/// The fields of an append the session reads before the engine sees it.
+/// What the session reads of a client event before the engine sees it: its type, and an
+/// append's audio.
 #[derive(Deserialize)]
-struct Append<'a> {
+struct Peek<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     #[serde(borrow)]
@@ -79,8 +80,10 @@ impl WsSession {
 
     /// One text frame from the client.
     pub fn on_client_text(&mut self, now: Instant, text: &str) {
-        let audio = match serde_json::from_str::<Append>(text) {
-            Ok(Append {
+        let peek = serde_json::from_str::<Peek>(text).ok();
+        let updates_session = peek.as_ref().is_some_and(|p| p.kind == "session.update");
+        let audio = match peek {
+            Some(Peek {
                 kind: "input_audio_buffer.append",
                 audio: Some(b64),
             }) => base64::engine::general_purpose::STANDARD
@@ -104,8 +107,12 @@ impl WsSession {
                 self.input_seq = self.input_seq.wrapping_add(1);
             }
         }
-        self.follow_formats();
-        self.media.configure(&self.conv);
+        // Only an update changes the formats, the model or turn detection: appends, the
+        // stream's bulk, skip the config lookups.
+        if updates_session {
+            self.follow_formats();
+            self.media.configure(&self.conv);
+        }
         self.drive(now);
     }
 
