@@ -40,6 +40,10 @@ pub mod transceiver;
 // tested without a network.
 pub mod realtime;
 
+// OpenAI's Live API on the same data channel: Live events over the Realtime turn engine, so
+// model-owned turns, delegation and timeline transcripts reuse its media and models.
+pub mod live;
+
 // What the stub models hear and say: Opus in and out, server VAD, text to speech and paced
 // playback; the media half of a conversation, again without sockets or clocks.
 pub mod audio;

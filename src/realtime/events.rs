@@ -57,7 +57,7 @@ impl Outbox {
 /// the dispatcher so that every such error echoes the client's id: the SDK releases a pending
 /// `response.create` or history request only when `error.event_id` matches.
 #[derive(Debug, Clone)]
-pub(super) struct ClientError {
+pub struct ClientError {
     pub kind: &'static str,
     /// Ours are static; a model's (a script's failure) may be any string.
     pub code: Cow<'static, str>,

@@ -37,6 +37,8 @@ mod turn_detection;
 mod tests;
 
 pub use session_config::TurnDetection;
+// The Live engine reports its refusals in the same terms (see `crate::live`).
+pub use events::ClientError;
 // The fuzz target checks the item cap holds whatever the client sends.
 pub(crate) use items::MAX_ITEMS;
 

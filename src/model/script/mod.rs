@@ -3,7 +3,8 @@
 //!
 //! Each response takes the first turn, in file order, whose `when` matches its input and that
 //! has not answered yet (a `repeat` turn stays available). A spoken turn's transcript comes from
-//! the turn that will answer it. When no turn matches, the response fails with an `error`
+//! the turn that will answer it. A response with no input but `instructions` says them verbatim,
+//! as the other stubs do. When no turn matches, the response fails with an `error`
 //! (`script_no_match`) naming the input and the script, never silently.
 //!
 //! `format` is the file format and its checks, `library` where scripts are found.
@@ -55,6 +56,14 @@ impl Model for ScriptModel {
     }
 
     fn respond(&mut self, ctx: &ResponseContext<'_>) -> Plan {
+        // A response with no input and instructions is told what to say (a Live session's
+        // acknowledgements and commentary): said verbatim, as the other stubs do, rather than
+        // taking a turn the script wrote for the caller.
+        if let (Prompt::Nothing, Some(say)) = (&ctx.prompt, ctx.instructions)
+            && !say.trim().is_empty()
+        {
+            return Plan::say(Reply::text(say));
+        }
         let script = match &self.script {
             Ok(s) => s.clone(),
             Err(e) => return Plan::fail("script_not_found", e.clone()),
