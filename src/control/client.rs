@@ -183,14 +183,14 @@ impl TransceiverControl for RemoteTransceiver {
     async fn create_call(
         &self,
         offer_sdp: String,
-        model: crate::model::ModelKind,
+        setup: crate::transceiver::CallSetup,
     ) -> Result<CreatedCall, CallError> {
         let _pending = Pending(&self.pending);
         let (status, created) = self
             .request::<_, wire::Created>(
                 hyper::Method::POST,
                 "/calls",
-                Some(&wire::CreateCall { offer_sdp, model }),
+                Some(&wire::CreateCall { offer_sdp, setup }),
             )
             .await
             .inspect_err(|e| {

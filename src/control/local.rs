@@ -45,9 +45,9 @@ impl TransceiverControl for TransceiverHandle {
     async fn create_call(
         &self,
         offer_sdp: String,
-        model: crate::model::ModelKind,
+        setup: crate::transceiver::CallSetup,
     ) -> Result<CreatedCall, CallError> {
-        TransceiverHandle::create_call(self, offer_sdp, model).await
+        TransceiverHandle::create_call(self, offer_sdp, setup).await
     }
 
     async fn hangup(&self, call_id: String) -> Result<bool, CallError> {

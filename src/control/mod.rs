@@ -43,7 +43,7 @@ pub trait TransceiverControl: Send + Sync {
     async fn create_call(
         &self,
         offer_sdp: String,
-        model: crate::model::ModelKind,
+        setup: crate::transceiver::CallSetup,
     ) -> Result<CreatedCall, CallError>;
     /// Ends a call; `Ok(false)` when this transceiver does not know it.
     async fn hangup(&self, call_id: String) -> Result<bool, CallError>;

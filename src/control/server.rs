@@ -105,7 +105,7 @@ async fn create(
         return call_error(CallError::Unavailable(ctx.transceiver.id()));
     }
     ctx.transceiver.reserve();
-    match ctx.transceiver.create_call(req.offer_sdp, req.model).await {
+    match ctx.transceiver.create_call(req.offer_sdp, req.setup).await {
         Ok(c) => {
             let created = wire::Created {
                 load: ctx.transceiver.load(),
@@ -271,7 +271,7 @@ mod tests {
         async fn create_call(
             &self,
             offer: String,
-            _: crate::model::ModelKind,
+            _: crate::transceiver::CallSetup,
         ) -> Result<CreatedCall, CallError> {
             match offer.as_str() {
                 "no audio" => Err(AnswerError::NoAudio.into()),

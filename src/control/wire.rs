@@ -14,7 +14,9 @@ pub const PREFIX: &str = "/control/v1";
 #[derive(Debug, Serialize, Deserialize)]
 pub struct CreateCall {
     pub offer_sdp: String,
-    pub model: crate::model::ModelKind,
+    /// Flattened: `model` as before, and `live` only for a Live session.
+    #[serde(flatten)]
+    pub setup: crate::transceiver::CallSetup,
 }
 
 #[derive(Debug, Serialize, Deserialize)]

@@ -64,7 +64,7 @@ pub fn sdp_offer(data: &[u8]) {
     ENDPOINT.with_borrow_mut(|ep| {
         let now = Instant::now();
         let before = ep.len();
-        match ep.create_call(now, offer.to_owned(), crate::model::ModelKind::Echo) {
+        match ep.create_call(now, offer.to_owned(), crate::model::ModelKind::Echo.into()) {
             Err(_) => assert_eq!(ep.len(), before, "a refused offer left a session behind"),
             Ok(call) => {
                 assert_eq!(ep.len(), before + 1);

@@ -160,38 +160,74 @@ pub(super) async fn create_call(
         q.model.as_deref(),
     ])?;
 
-    let (t, media_addr) = sig
-        .place(q.cluster)
-        .inspect_err(|_| count(&sig.counters.unplaced))?;
-    let created = t
-        .create_call(offer, model)
-        .await
-        .inspect_err(|_| count(&sig.counters.failed))
-        .map_err(call_error)?;
-    count(&sig.counters.created);
-    slot.placed(&created.call_id);
-    sig.keys.record_owner(&created.call_id, key.as_deref());
-
-    let mut resp = (StatusCode::CREATED, created.answer_sdp).into_response();
+    let created = place_call(&sig, slot, key.as_deref(), offer, model.into(), q.cluster).await?;
+    let mut resp = (StatusCode::CREATED, created.answer_sdp.clone()).into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/sdp"),
     );
+    placement_headers(
+        h,
+        &created,
+        format!("/v1/realtime/calls/{}", created.call_id),
+    );
+    Ok(resp)
+}
+
+/// A checked offer placed as a new call: the transceiver answers it, the client's slot and the
+/// key's ownership are recorded. Shared by Realtime's `/calls` and Live's `/sessions`.
+pub(super) async fn place_call(
+    sig: &Signaling,
+    slot: Slot,
+    key: Option<&str>,
+    offer: String,
+    setup: crate::transceiver::CallSetup,
+    cluster: Option<u16>,
+) -> Result<Placed, ApiError> {
+    let (t, media_addr) = sig
+        .place(cluster)
+        .inspect_err(|_| count(&sig.counters.unplaced))?;
+    let created = t
+        .create_call(offer, setup)
+        .await
+        .inspect_err(|_| count(&sig.counters.failed))
+        .map_err(call_error)?;
+    count(&sig.counters.created);
+    slot.placed(&created.call_id);
+    sig.keys.record_owner(&created.call_id, key);
+    Ok(Placed {
+        created,
+        media_addr,
+    })
+}
+
+/// A placed call and the media address its cluster advertises.
+pub(super) struct Placed {
+    pub created: crate::transceiver::CreatedCall,
+    pub media_addr: SocketAddr,
+}
+
+impl std::ops::Deref for Placed {
+    type Target = crate::transceiver::CreatedCall;
+    fn deref(&self) -> &Self::Target {
+        &self.created
+    }
+}
+
+/// `Location` and where the call went: media address, relay, cluster, transceiver, worker.
+pub(super) fn placement_headers(h: &mut HeaderMap, placed: &Placed, location: String) {
     let set = |h: &mut HeaderMap, k: &'static str, v: String| {
         if let Ok(v) = HeaderValue::from_str(&v) {
             h.insert(HeaderName::from_static(k), v);
         }
     };
-    set(
-        h,
-        "location",
-        format!("/v1/realtime/calls/{}", created.call_id),
-    );
+    let created = &placed.created;
+    set(h, "location", location);
     // Where the client sends media: the relay, or the transceiver itself with `--direct`.
     set(h, "x-voice-edge-media", created.candidate.to_string());
-    if created.candidate == media_addr {
-        set(h, "x-voice-edge-relay", media_addr.to_string());
+    if created.candidate == placed.media_addr {
+        set(h, "x-voice-edge-relay", placed.media_addr.to_string());
     }
     set(h, "x-voice-edge-cluster", created.cluster.to_string());
     set(
@@ -200,7 +236,6 @@ pub(super) async fn create_call(
         created.transceiver.to_string(),
     );
     set(h, "x-voice-edge-worker", created.worker.to_string());
-    Ok(resp)
 }
 
 fn count(c: &std::sync::atomic::AtomicU64) {

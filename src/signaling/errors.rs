@@ -19,7 +19,8 @@ use serde_json::json;
 pub struct ApiError {
     pub status: StatusCode,
     pub kind: &'static str,
-    pub code: &'static str,
+    /// Ours are static; the Live engine's checks (shared with the data channel) may not be.
+    pub code: std::borrow::Cow<'static, str>,
     pub message: String,
     /// Seconds after which the same request may succeed (`Retry-After`), for refusals that are
     /// about capacity rather than the request.
@@ -33,7 +34,7 @@ impl ApiError {
         ApiError {
             status: StatusCode::BAD_REQUEST,
             kind: "invalid_request_error",
-            code,
+            code: code.into(),
             message: message.into(),
             retry_after: None,
             param: None,
@@ -57,7 +58,7 @@ impl ApiError {
         ApiError {
             status: StatusCode::SERVICE_UNAVAILABLE,
             kind: "server_error",
-            code: "no_capacity",
+            code: "no_capacity".into(),
             message: message.into(),
             retry_after: None,
             param: None,

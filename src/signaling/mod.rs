@@ -16,6 +16,7 @@ mod calls;
 mod errors;
 mod faults;
 pub mod keys;
+mod live;
 pub mod offer_check;
 mod placement;
 mod web;
@@ -192,6 +193,10 @@ impl Signaling {
             )
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/v1/realtime", get(websocket::realtime))
+            // Live sessions are calls with Live events: ids route the same way.
+            .route("/v1/live/sessions", post(live::create_session))
+            .route("/v1/live/sessions/{id}/hangup", post(calls::hangup))
+            .route("/v1/live/sessions/{id}/events", get(calls::events))
             .route("/health", get(|| async { "ok\n" }))
             .fallback(any(web::serve))
             .layer(cors);
@@ -236,7 +241,7 @@ fn key_error(e: keys::KeyError) -> ApiError {
     ApiError {
         status,
         kind: "invalid_request_error",
-        code,
+        code: code.into(),
         message: e.message().to_owned(),
         retry_after: None,
         param: None,
@@ -265,7 +270,7 @@ async fn client_secrets(
             ),
         ),
         keys::MintError::Full { retry_after } => ApiError {
-            code: "key_store_full",
+            code: "key_store_full".into(),
             ..ApiError::unavailable(format!(
                 "this server holds as many live ephemeral keys as it keeps; retry in {retry_after} s"
             ))

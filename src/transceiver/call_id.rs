@@ -15,20 +15,27 @@ pub struct CallPlace {
 }
 
 pub fn mint(place: CallPlace) -> String {
+    mint_with("rtc_", place)
+}
+
+/// An id with another prefix and the same routing part (a Live session's `live_…`).
+pub fn mint_with(prefix: &str, place: CallPlace) -> String {
     let CallPlace {
         cluster,
         transceiver,
         worker,
     } = place;
     format!(
-        "rtc_{cluster:04x}{transceiver:04x}{worker:02x}{}",
+        "{prefix}{cluster:04x}{transceiver:04x}{worker:02x}{}",
         hex::encode(rand::random::<[u8; 9]>())
     )
 }
 
 /// Where a call id minted here lives, or `None` for anything else.
 pub fn decode(id: &str) -> Option<CallPlace> {
-    let hexpart = id.strip_prefix("rtc_")?;
+    let hexpart = id
+        .strip_prefix("rtc_")
+        .or_else(|| id.strip_prefix(crate::live::ID_PREFIX))?;
     if hexpart.len() != 28 || !hexpart.bytes().all(|b| b.is_ascii_hexdigit()) {
         return None;
     }
@@ -56,5 +63,8 @@ mod tests {
         assert_eq!(decode("rtc_zz"), None);
         assert_eq!(decode(&id.replace("rtc_", "sess_")), None);
         assert_eq!(decode(&format!("{id}0")), None);
+        let live = mint_with(crate::live::ID_PREFIX, place);
+        assert!(live.starts_with("live_"));
+        assert_eq!(decode(&live), Some(place));
     }
 }

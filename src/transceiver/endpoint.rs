@@ -722,7 +722,7 @@ impl Endpoint {
         &mut self,
         now: Instant,
         offer_sdp: String,
-        model: crate::model::ModelKind,
+        setup: super::CallSetup,
     ) -> Result<CreatedCall, peer::AnswerError> {
         let ufrag = ufrag::mint(
             &self.cfg.route_keys,
@@ -730,11 +730,16 @@ impl Endpoint {
             self.cfg.id,
             self.index,
         );
-        let call_id = super::call_id::mint(super::call_id::CallPlace {
+        let place = super::call_id::CallPlace {
             cluster: self.cfg.cluster,
             transceiver: self.cfg.id,
             worker: self.index,
-        });
+        };
+        // A Live session's id is its call id, with Live's prefix.
+        let call_id = match setup.live {
+            Some(_) => super::call_id::mint_with(crate::live::ID_PREFIX, place),
+            None => super::call_id::mint(place),
+        };
         let params = PeerParams {
             offer_sdp,
             ufrag: ufrag.clone(),
@@ -763,7 +768,7 @@ impl Endpoint {
                 audio_sender: answered.audio_sender,
                 audio_ssrc: answered.audio_ssrc,
                 codec: answered.codec,
-                model,
+                setup,
             },
         );
         self.sessions.insert(key, Box::new(session));

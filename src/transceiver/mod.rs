@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod call_id;
 pub mod endpoint;
+mod engine;
 pub mod event_log;
 pub mod faults;
 pub mod impairment;
@@ -19,6 +20,7 @@ pub mod sideband;
 pub mod websocket;
 mod worker;
 
+pub use engine::CallSetup;
 pub use media::VoiceTimings;
 pub use peer::{AnswerError, add_host_candidate, codec_parameters, opus as opus_codec};
 pub use session::{ClientReport, SessionCounters, SessionState};
@@ -191,7 +193,7 @@ pub struct CallInfo {
 pub(crate) enum Command {
     Create {
         offer_sdp: String,
-        model: crate::model::ModelKind,
+        setup: CallSetup,
         reply: tokio::sync::oneshot::Sender<Result<CreatedCall, AnswerError>>,
     },
     Hangup {
@@ -316,7 +318,7 @@ impl TransceiverHandle {
     pub async fn create_call(
         &self,
         offer_sdp: String,
-        model: crate::model::ModelKind,
+        setup: CallSetup,
     ) -> Result<CreatedCall, CallError> {
         let _release = Release(&self.pending);
         let mut refusal = None;
@@ -340,7 +342,7 @@ impl TransceiverHandle {
         let _release_worker = Release(&w.load.pending);
         let created = ask(w, |reply| Command::Create {
             offer_sdp,
-            model,
+            setup,
             reply,
         })
         .await

@@ -20,11 +20,12 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
+use super::engine::{CallSetup, Engine};
 use super::event_log::EventLog;
 use super::media::{Job, JobDone, Media, VoiceTimings};
 use crate::audio::Codec;
-use crate::model::ModelKind;
-use crate::realtime::{Action, Conversation};
+use crate::live::Origin;
+use crate::realtime::Action;
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
@@ -139,7 +140,7 @@ pub struct Session {
     out_seq: u16,
     out_ts: u32,
     media: Media,
-    conv: Conversation,
+    engine: Engine,
     events_channel: Option<RTCDataChannelId>,
     /// Slow work the worker should run off the socket thread.
     jobs: Vec<Job>,
@@ -160,18 +161,18 @@ pub struct NewSession {
     pub audio_ssrc: u32,
     /// The audio codec the answer chose.
     pub codec: Codec,
-    pub model: ModelKind,
+    pub setup: CallSetup,
 }
 
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
-        let mut conv = Conversation::new(format!("sess_{}", &n.call_id[4..]), &n.model);
-        conv.set_expires_at(crate::realtime::session_limits::expires_at_unix());
-        if n.codec != Codec::Opus {
+        let media = Media::for_model(&n.setup.model, n.codec);
+        let expires_at = crate::realtime::session_limits::expires_at_unix();
+        let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
+        if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {
             // The session reports the call's audio as what it is on the wire.
             conv.set_audio_format(n.codec.realtime_format());
         }
-        let media = Media::for_model(&n.model, n.codec);
         Session {
             call_id: n.call_id,
             ufrag: n.ufrag,
@@ -206,7 +207,7 @@ impl Session {
             out_seq: rand::random(),
             out_ts: rand::random(),
             media,
-            conv,
+            engine,
             events_channel: None,
             jobs: Vec::new(),
             end_grace: DEFAULT_END_GRACE,
@@ -262,10 +263,15 @@ impl Session {
 
     /// When the stack or the media side next needs time to pass.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
+        let protocol = self
+            .engine
+            .poll_timeout()
+            .map(|ms| self.created + Duration::from_millis(ms));
         [
             self.pc.poll_timeout(),
             self.media.poll_timeout(),
             self.close_at,
+            protocol,
         ]
         .into_iter()
         .flatten()
@@ -281,7 +287,7 @@ impl Session {
             return;
         }
         self.end_grace = grace;
-        self.conv.expire_session();
+        self.engine.expire();
         self.drive(now);
     }
 
@@ -292,7 +298,9 @@ impl Session {
         if let Err(e) = self.pc.handle_timeout(now) {
             log::debug!("{}: handle_timeout: {e}", self.call_id);
         }
-        self.media.on_timeout(now, &mut self.conv);
+        self.media.on_timeout(now, self.engine.conversation());
+        self.tick(now);
+        self.engine.on_timeout();
     }
 
     pub fn take_jobs(&mut self) -> Vec<Job> {
@@ -300,7 +308,8 @@ impl Session {
     }
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
-        self.media.on_job_done(now, done, &mut self.conv);
+        self.media
+            .on_job_done(now, done, self.engine.conversation());
         self.drive(now);
     }
 
@@ -325,6 +334,7 @@ impl Session {
         if self.inject_panic {
             panic!("injected fault in call {}", self.call_id);
         }
+        self.tick(now);
         loop {
             let mut progressed = false;
             while let Some(ev) = self.pc.poll_event() {
@@ -335,7 +345,7 @@ impl Session {
                 progressed = true;
                 self.on_message(now, msg.message);
             }
-            while let Some(action) = self.conv.poll_action() {
+            while let Some(action) = self.engine.poll_action() {
                 progressed = true;
                 if action == Action::EndCall {
                     // The session expired (the fault, or a script's step): closed once the
@@ -344,16 +354,21 @@ impl Session {
                     self.close_at.get_or_insert(now + self.end_grace);
                     continue;
                 }
-                if let Some(job) = self.media.on_action(now, action, &mut self.conv) {
+                if let Some(job) = self
+                    .media
+                    .on_action(now, action, self.engine.conversation())
+                {
                     self.jobs.push(job);
                 }
             }
-            while let Some((payload, samples)) = self.media.next_audio(now, &mut self.conv) {
+            while let Some((payload, samples)) =
+                self.media.next_audio(now, self.engine.conversation())
+            {
                 progressed = true;
                 self.send_audio(now, payload, samples);
             }
             let mut frames = Vec::new();
-            while let Some(f) = self.conv.poll_frame() {
+            while let Some(f) = self.engine.poll_frame() {
                 frames.push(f);
             }
             if !frames.is_empty() {
@@ -395,7 +410,7 @@ impl Session {
                 let label = self.pc.data_channel(id).map(|dc| dc.label().to_owned());
                 if label.as_deref() == Some(EVENTS_CHANNEL) {
                     self.events_channel = Some(id);
-                    self.conv.on_channel_open();
+                    self.engine.on_channel_open();
                 } else {
                     log::debug!("{}: ignoring data channel {label:?}", self.call_id);
                 }
@@ -419,12 +434,16 @@ impl Session {
             RTCMessage::RtpPacket(_, pkt) => {
                 self.last_heard = now;
                 self.counters.audio_frames_in += 1;
+                if !self.engine.hears_input() {
+                    // Live's input mute: the model hears nothing, as if the caller were silent.
+                    return;
+                }
                 self.media.on_rtp(
                     now,
                     &pkt.payload,
                     pkt.header.timestamp,
                     pkt.header.sequence_number,
-                    &mut self.conv,
+                    self.engine.conversation(),
                 );
             }
             RTCMessage::DataChannelMessage(id, msg) if Some(id) == self.events_channel => {
@@ -434,17 +453,18 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
-                self.on_client_text(now, &text);
+                self.on_client_text(now, &text, Origin::DataChannel);
             }
             _ => {}
         }
     }
 
     /// A client event from the data channel or a sideband: one conversation, whoever sends.
-    fn on_client_text(&mut self, now: Instant, text: &str) {
+    fn on_client_text(&mut self, now: Instant, text: &str, origin: Origin) {
         self.events.record_client(now, text);
-        self.conv.on_client_text(text);
-        self.media.configure(&self.conv);
+        self.tick(now);
+        self.engine.on_client_text(text, origin);
+        self.media.configure(self.engine.conversation());
     }
 
     /// Attaches a sideband (see [`super::sideband`]); `None` when the call has as many as it
@@ -453,7 +473,7 @@ impl Session {
         &mut self,
         out: tokio::sync::mpsc::Sender<String>,
     ) -> Option<super::sideband::SidebandId> {
-        let welcome = self.conv.welcome_frame();
+        let welcome = self.engine.welcome_frame();
         self.sidebands.attach(out, welcome)
     }
 
@@ -464,7 +484,13 @@ impl Session {
     /// A client event from a sideband.
     pub fn on_sideband_text(&mut self, now: Instant, text: &str) {
         self.last_heard = now;
-        self.on_client_text(now, text);
+        self.on_client_text(now, text, Origin::Sideband);
+    }
+
+    /// The engine's session clock: ms since the call was created.
+    fn tick(&mut self, now: Instant) {
+        let ms = now.saturating_duration_since(self.created).as_millis() as u64;
+        self.engine.tick(ms);
     }
 
     /// Every server event goes to the data channel and to each sideband.
@@ -480,6 +506,9 @@ impl Session {
             return;
         };
         for f in frames {
+            if !self.engine.data_channel_receives(&f) {
+                continue;
+            }
             if let Err(e) = dc.send_text(now, f) {
                 log::warn!("{}: data channel send failed: {e}", self.call_id);
             }

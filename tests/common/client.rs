@@ -58,6 +58,16 @@ impl PeerConnectionEventHandler for Handler {
     }
 }
 
+/// How the offer is posted.
+enum Post {
+    /// `application/sdp`, as the Realtime WebRTC guide does.
+    Sdp,
+    /// Multipart `sdp` + `session` with this key, as openai-node's `realtime.calls.create`.
+    Multipart(String),
+    /// Live's JSON body with this session config.
+    Live(serde_json::Value),
+}
+
 /// A connected client call: what the Realtime SDK does, minus the browser.
 pub struct Client {
     pub pc: Box<dyn PeerConnection>,
@@ -93,7 +103,20 @@ impl Client {
             http,
             path,
             |sdp| sdp.to_owned(),
-            Some(key.to_owned()),
+            Post::Multipart(key.to_owned()),
+            Codec::Opus,
+        )
+        .await
+    }
+
+    /// A Live session: the offer goes to `POST /v1/live/sessions` inside the JSON body with
+    /// `session`, as an app's server posts it, and the answer comes back in JSON.
+    pub async fn live(http: SocketAddr, session: serde_json::Value) -> Client {
+        Self::call_inner(
+            http,
+            "/v1/live/sessions",
+            |sdp| sdp.to_owned(),
+            Post::Live(session),
             Codec::Opus,
         )
         .await
@@ -102,7 +125,7 @@ impl Client {
     /// Like [`Client::call`], offering `codec` alone: G.711 as a telephony client (or a browser
     /// whose `setCodecPreferences` kept only PCMU or PCMA) offers it.
     pub async fn call_codec(http: SocketAddr, path: &str, codec: Codec) -> Client {
-        Self::call_inner(http, path, |sdp| sdp.to_owned(), None, codec).await
+        Self::call_inner(http, path, |sdp| sdp.to_owned(), Post::Sdp, codec).await
     }
 
     /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
@@ -111,14 +134,14 @@ impl Client {
         path: &str,
         rewrite: impl Fn(&str) -> String,
     ) -> Client {
-        Self::call_inner(http, path, rewrite, None, Codec::Opus).await
+        Self::call_inner(http, path, rewrite, Post::Sdp, Codec::Opus).await
     }
 
     async fn call_inner(
         http: SocketAddr,
         path: &str,
         rewrite: impl Fn(&str) -> String,
-        multipart_key: Option<String>,
+        post: Post,
         codec: Codec,
     ) -> Client {
         let params = codec_parameters(codec);
@@ -185,9 +208,27 @@ impl Client {
         pc.set_local_description(offer).await.unwrap();
         let _ = tokio::time::timeout(Duration::from_secs(2), gathered_rx.recv()).await;
         let offer = pc.local_description().await.unwrap();
-        let response = match &multipart_key {
-            None => http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await,
-            Some(key) => {
+        let response = match &post {
+            Post::Sdp => http_post(http, path, "application/sdp", offer.sdp.as_bytes()).await,
+            Post::Live(session) => {
+                let body = serde_json::json!({"session": session,
+                                              "transport": {"type": "webrtc", "sdp": offer.sdp}});
+                let mut r =
+                    http_post(http, path, "application/json", body.to_string().as_bytes()).await;
+                if r.status == 201 {
+                    let v: serde_json::Value = serde_json::from_str(&r.body).expect("JSON answer");
+                    assert!(
+                        v["session"]["id"].as_str().unwrap().starts_with("live_"),
+                        "{v}"
+                    );
+                    r.body = v["transport"]["sdp"]
+                        .as_str()
+                        .expect("transport.sdp")
+                        .to_owned();
+                }
+                r
+            }
+            Post::Multipart(key) => {
                 let boundary = "voiceedgeboundary7";
                 let body = format!(
                     "--{boundary}\r\nContent-Disposition: form-data; name=\"sdp\"\r\nContent-Type: application/sdp\r\n\r\n{}\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"session\"\r\nContent-Type: application/json\r\n\r\n{{\"type\":\"realtime\",\"model\":\"loopback\"}}\r\n--{boundary}--\r\n",

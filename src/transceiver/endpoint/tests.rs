@@ -258,7 +258,10 @@ impl Net {
             .create_call(
                 self.now,
                 offer,
-                crate::model::ModelKind::parse(model).unwrap().unwrap(),
+                crate::model::ModelKind::parse(model)
+                    .unwrap()
+                    .unwrap()
+                    .into(),
             )
             .expect("answer");
         peer.answer(self.now, created.answer_sdp);
@@ -551,7 +554,7 @@ fn an_ice_restart_keeps_the_call_and_moves_it_to_the_new_address() {
     let (mut peer, offer) = Peer::new(net.now, "198.51.100.7:50000");
     let created = net
         .ep
-        .create_call(net.now, offer, crate::model::ModelKind::Loopback)
+        .create_call(net.now, offer, crate::model::ModelKind::Loopback.into())
         .unwrap();
     let server_ufrag = ice_ufrag(&created.answer_sdp).to_owned();
     peer.answer(net.now, created.answer_sdp);
@@ -939,7 +942,7 @@ fn an_offer_full_of_mdns_candidates_sends_nothing_and_still_connects() {
     }
     let created = net
         .ep
-        .create_call(net.now, sdp, crate::model::ModelKind::Loopback)
+        .create_call(net.now, sdp, crate::model::ModelKind::Loopback.into())
         .unwrap();
     for _ in 0..20 {
         net.now += Duration::from_millis(100);

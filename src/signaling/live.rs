@@ -1,0 +1,98 @@
+//! `/v1/live/sessions`: OpenAI's Live WebRTC flow. The app's server posts the browser's offer
+//! with the session config as JSON and gets the answer back as JSON (`201`); the session then
+//! runs on a transceiver like any call, with Live events on its `oai-events` channel (see
+//! [`crate::live`]). A Live session's id is its call id (`live_…`), so hang-up and the event
+//! log route exactly as they do for Realtime calls.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use super::calls::{check_offer, client_slot, model_for, place_call, placement_headers};
+use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
+use crate::live::config::parse_create;
+use crate::realtime::ClientError;
+use crate::transceiver::CallSetup;
+
+/// The JSON body carries the offer plus a config of at most a few hundred KiB (history is
+/// bounded to 128 messages, instructions to 16k tokens).
+const MAX_BODY_BYTES: usize = MAX_OFFER_BYTES + 512 * 1024;
+
+/// `POST /v1/live/sessions`.
+pub(super) async fn create_session(
+    State(sig): State<Signaling>,
+    req: Request,
+) -> Result<Response, ApiError> {
+    let key = bearer(req.headers()).map(str::to_owned);
+    let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
+    let mime = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    if mime != "application/json" {
+        return Err(ApiError::invalid(
+            "unsupported_content_type",
+            format!(
+                "POST the Live session as JSON ({{session, transport: {{type: \"webrtc\", sdp}}}}) with Content-Type: application/json (got {mime:?})"
+            ),
+        )
+        .with_status(StatusCode::UNSUPPORTED_MEDIA_TYPE));
+    }
+    let peer = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.ip());
+    let body = axum::body::to_bytes(req.into_body(), MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            ApiError::invalid(
+                "body_too_large",
+                format!("request rejected: {e} (limit {MAX_BODY_BYTES} bytes)"),
+            )
+            .with_status(StatusCode::PAYLOAD_TOO_LARGE)
+        })?;
+    let body: Value = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?;
+    let (start, offer) = parse_create(&body).map_err(config_error)?;
+    check_offer(&offer)?;
+    let model = model_for([
+        start.session["model"].as_str(),
+        key_session
+            .as_ref()
+            .and_then(|s| s.get("model"))
+            .and_then(Value::as_str),
+        None,
+    ])?;
+    let slot = client_slot(&sig, peer).await?;
+    sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
+    let setup = CallSetup {
+        model,
+        live: Some(start),
+    };
+    let placed = place_call(&sig, slot, key.as_deref(), offer, setup, None).await?;
+    let body = json!({
+        "session": {"id": placed.call_id},
+        "transport": {"type": "webrtc", "sdp": placed.answer_sdp},
+    });
+    let mut resp = (StatusCode::CREATED, axum::Json(body)).into_response();
+    let location = format!("/v1/live/sessions/{}", placed.call_id);
+    placement_headers(resp.headers_mut(), &placed, location);
+    Ok(resp)
+}
+
+/// A refused config, as the service reports it: the code and the parameter's path.
+fn config_error(e: ClientError) -> ApiError {
+    let mut err = ApiError::invalid("invalid_value", e.message);
+    err.code = e.code;
+    err.param = e.param;
+    err
+}

@@ -1,0 +1,138 @@
+//! Which protocol a call's `oai-events` channel speaks: Realtime, or Live over the same turn
+//! engine (see [`crate::live`]). The session and the media side see one interface; only the
+//! events on the channel differ.
+
+use crate::live::{LiveSession, LiveStart, Origin};
+use crate::model::ModelKind;
+use crate::realtime::{Action, Conversation};
+
+/// What answers a new call: the model, and for a Live session its checked startup config.
+/// Crosses the control API, so it is plain data.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct CallSetup {
+    pub model: ModelKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveStart>,
+}
+
+impl From<ModelKind> for CallSetup {
+    fn from(model: ModelKind) -> Self {
+        CallSetup { model, live: None }
+    }
+}
+
+pub enum Engine {
+    Realtime(Box<Conversation>),
+    Live(Box<LiveSession>),
+}
+
+impl Engine {
+    /// `call_id` names the call; the session id derives from it (`sess_…`, or `live_…`
+    /// which is the call's own id).
+    pub fn new(call_id: &str, setup: CallSetup, expires_at: u64) -> Engine {
+        match setup.live {
+            Some(start) => Engine::Live(Box::new(LiveSession::new(
+                call_id.to_owned(),
+                &setup.model,
+                start,
+                expires_at,
+            ))),
+            None => {
+                let routing = call_id.split_once('_').map_or(call_id, |(_, r)| r);
+                let mut conv = Conversation::new(format!("sess_{routing}"), &setup.model);
+                conv.set_expires_at(expires_at);
+                Engine::Realtime(Box::new(conv))
+            }
+        }
+    }
+
+    /// The turn engine, which the media side drives.
+    pub fn conversation(&mut self) -> &mut Conversation {
+        match self {
+            Engine::Realtime(c) => c,
+            Engine::Live(l) => l.conversation_mut(),
+        }
+    }
+
+    /// The session time (ms since the call was created), for Live's timeline fields.
+    pub fn tick(&mut self, session_ms: u64) {
+        if let Engine::Live(l) = self {
+            l.tick(session_ms);
+        }
+    }
+
+    /// When the protocol itself next needs time (session ms): a Live acknowledgement.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        match self {
+            Engine::Live(l) => l.poll_timeout(),
+            Engine::Realtime(_) => None,
+        }
+    }
+
+    pub fn on_timeout(&mut self) {
+        if let Engine::Live(l) = self {
+            l.on_timeout();
+        }
+    }
+
+    pub fn on_channel_open(&mut self) {
+        match self {
+            Engine::Realtime(c) => c.on_channel_open(),
+            Engine::Live(l) => l.on_channel_open(),
+        }
+    }
+
+    pub fn on_client_text(&mut self, text: &str, origin: Origin) {
+        match self {
+            Engine::Realtime(c) => c.on_client_text(text),
+            Engine::Live(l) => l.on_client_text(text, origin),
+        }
+    }
+
+    pub fn poll_frame(&mut self) -> Option<String> {
+        match self {
+            Engine::Realtime(c) => c.poll_frame(),
+            Engine::Live(l) => l.poll_frame(),
+        }
+    }
+
+    pub fn poll_action(&mut self) -> Option<Action> {
+        match self {
+            Engine::Realtime(c) => c.poll_action(),
+            Engine::Live(l) => l.poll_action(),
+        }
+    }
+
+    /// The first frame for one more client joining (a sideband): the session as it is now.
+    pub fn welcome_frame(&mut self) -> String {
+        match self {
+            Engine::Realtime(c) => c.welcome_frame(),
+            Engine::Live(l) => l.welcome_frame(),
+        }
+    }
+
+    /// The session hit its maximum duration.
+    pub fn expire(&mut self) {
+        match self {
+            Engine::Realtime(c) => c.expire_session(),
+            Engine::Live(l) => l.expire(),
+        }
+    }
+
+    /// Whether the caller's audio may reach the model (Live's input mute).
+    pub fn hears_input(&self) -> bool {
+        match self {
+            Engine::Live(l) => !l.input_muted(),
+            Engine::Realtime(_) => true,
+        }
+    }
+
+    /// Whether the call's own data channel receives this frame (Live's frontend permissions);
+    /// sidebands receive every frame.
+    pub fn data_channel_receives(&self, frame: &str) -> bool {
+        match self {
+            Engine::Live(l) => l.data_channel_receives(frame),
+            Engine::Realtime(_) => true,
+        }
+    }
+}
