@@ -130,7 +130,10 @@ export VOICE_EDGE_BIN
 #    --require-keys (openai-node-websocket.test.mjs); @openai/agents-realtime's OpenAIRealtimeWebSocket in
 #    chromium with an ek_ key as a sub-protocol (browser-websocket.test.mjs); the same SDK's OpenAIRealtimeWebSocket
 #    in Node: sendAudio turn, sendMessage, a RealtimeSession tool, G.711 formats, loopback (agents-websocket.test.mjs);
-#    a sideband WebSocket (?call_id=) on a call held by Chromium: tool call, mirroring, hang-up (sideband.test.mjs).
+#    a sideband WebSocket (?call_id=) on a call held by Chromium: tool call, mirroring, hang-up (sideband.test.mjs);
+#    OpenAI's Live WebRTC flow: the plain fetch + RTCPeerConnection flow and the package's OpenAILiveWebRTC
+#    helper, a spoken turn, barge-in, session.close, events checked against openai's live.d.ts, and the demo
+#    page's API switch on Live (live-flow.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

@@ -392,10 +392,21 @@ async fn session_expired_sends_the_error_event_then_ends_the_call() {
         error["error"]["message"],
         "Your session hit the maximum duration of 60 minutes."
     );
-    // The call is gone.
+    // The call is gone, moments after its channel (closed first, cleanly).
+    let deadline = Instant::now() + Duration::from_secs(2);
+    loop {
+        let r = http_get(server.http_addr, &faults_path(&c)).await;
+        if r.status == 404 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the call outlived its channel: {}",
+            r.status
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let r = c.hangup(server.http_addr).await;
-    assert_eq!(r.status, 404, "{}", r.body);
-    let r = http_get(server.http_addr, &faults_path(&c)).await;
     assert_eq!(r.status, 404, "{}", r.body);
     let ended = server.transceivers[0].stats().await.ended.session_expired
         + server.transceivers[1].stats().await.ended.session_expired;

@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use common::Client;
 use common::{http_get, http_post};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
 use voice_edge::allinone::{AllInOneConfig, Running};
 
 async fn start() -> Running {
@@ -315,5 +317,104 @@ async fn live_and_realtime_turn_latency_side_by_side() {
         rows.iter().all(|r| r.2.is_some()),
         "every turn was answered"
     );
+    server.shutdown().await;
+}
+
+/// A sideband on a Live session (`/v1/live/sessions/{id}/attach`, as the app's backend opens it):
+/// `session.started` first, then the same events as the data channel; its commentary is spoken
+/// to the caller, and its `session.close` ends the session for both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_attached_sideband_steers_the_session() {
+    let server = start().await;
+    let mut c = live(&server, json!({"model": "gpt-live-1"})).await;
+    let id = c.call_id();
+    let url = format!("ws://{}/v1/live/sessions/{id}/attach", server.http_addr);
+    let (mut ws, _) = tokio_tungstenite::connect_async(url.as_str())
+        .await
+        .expect("attach");
+    let first: Value = loop {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .expect("a sideband event in time")
+            .expect("the sideband is open")
+            .unwrap();
+        if let Message::Text(t) = msg {
+            break serde_json::from_str(&t).unwrap();
+        }
+    };
+    assert_eq!(first["type"], "session.started");
+    assert_eq!(first["session"]["id"], id.as_str());
+    ws.send(Message::Text(
+        json!({"type": "session.commentary.append", "content": "Hello from the backend.",
+               "delegation_id": null, "event_id": "sb1"})
+        .to_string()
+        .into(),
+    ))
+    .await
+    .unwrap();
+    // Both see the acknowledgement and hear the words.
+    let events = c.wait_for("session.usage.updated", 1).await;
+    let acked = events
+        .iter()
+        .find(|e| e["type"] == "session.commentary.appended")
+        .expect("the data channel sees the sideband's command acknowledged");
+    assert_eq!(acked["client_event_id"], "sb1");
+    let spoken: String = events
+        .iter()
+        .filter(|e| e["type"] == "session.output_transcript.delta")
+        .map(|e| e["delta"].as_str().unwrap())
+        .collect();
+    assert_eq!(spoken, "Hello from the backend.");
+    let mut mirrored = Vec::new();
+    while mirrored
+        .last()
+        .is_none_or(|e: &Value| e["type"] != "session.usage.updated")
+    {
+        let msg = tokio::time::timeout(Duration::from_secs(20), ws.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        if let Message::Text(t) = msg {
+            mirrored.push(serde_json::from_str::<Value>(&t).unwrap());
+        }
+    }
+    let ids = |evs: &[Value]| -> Vec<String> {
+        evs.iter()
+            .filter(|e| e["type"] != "session.started")
+            .map(|e| e["event_id"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(
+        ids(&mirrored),
+        ids(&events),
+        "the sideband gets the data channel's events"
+    );
+    // A Realtime sideband URL is not for a Live session.
+    let wrong = format!("ws://{}/v1/realtime?call_id={id}", server.http_addr);
+    assert!(
+        tokio_tungstenite::connect_async(wrong.as_str())
+            .await
+            .is_err()
+    );
+    // session.close from the backend ends the session for both.
+    ws.send(Message::Text(
+        json!({"type": "session.close"}).to_string().into(),
+    ))
+    .await
+    .unwrap();
+    c.wait_for("session.closed", 1).await;
+    c.wait_told_closed(Duration::from_secs(10)).await;
+    let end = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(m)) = ws.next().await {
+            if let Message::Close(frame) = m {
+                return frame.map(|f| f.reason.to_string());
+            }
+        }
+        None
+    })
+    .await
+    .expect("the sideband closes with the session");
+    assert_eq!(end.as_deref(), Some("session ended"));
     server.shutdown().await;
 }

@@ -21,6 +21,8 @@ import * as tools from './panes/tools.js';
 
 {
   const CALLS_URL = '/v1/realtime/calls';
+  // OpenAI's Live API: the offer and the session config go as JSON, the answer comes back as JSON.
+  const LIVE_URL = '/v1/live/sessions';
   const STEPS = ['offerPosted', 'answerReceived', 'iceConnected', 'dtlsConnected', 'dataChannelOpen', 'firstAudio'];
 
   const ui = {
@@ -31,6 +33,7 @@ import * as tools from './panes/tools.js';
     audio: $('#remote'),
     stats: $('#audio-stats'),
     model: $('#model'),
+    api: $('#api'),
     scriptName: $('#script-name'),
     codec: $('#codec'),
     codecShown: $('#codec-shown'),
@@ -47,6 +50,7 @@ import * as tools from './panes/tools.js';
     pc: null,
     dc: null,
     model: null, // the model this call asked for
+    api: 'realtime', // 'realtime' or 'live': which protocol this call speaks
     codec: emptyCodec(), // {asked: 'opus'|'pcmu'|'pcma', answer: 'PCMU/8000', stats: 'audio/PCMU'}
     send, // send(event): a client event on the data channel (throws when it is not open)
     iceRestart, // iceRestart(): pc.restartIce() + PATCH the call with the new offer
@@ -158,6 +162,7 @@ import * as tools from './panes/tools.js';
       return;
     }
     ve.model = model;
+    ve.api = ui.api ? ui.api.value : 'realtime';
     setState('connecting');
 
     const c = (call = { t0: performance.now(), mic: null, statsTimer: null, hangupUrl: null, callUrl: null, ended: false });
@@ -211,18 +216,33 @@ import * as tools from './panes/tools.js';
       watchDtls(pc, c);
 
       mark('offerPosted');
+      const live = ve.api === 'live';
+      const url = live ? LIVE_URL : `${CALLS_URL}?model=${encodeURIComponent(model)}`;
       let res;
       try {
-        res = await fetch(`${CALLS_URL}?model=${encodeURIComponent(model)}`, {
-          method: 'POST',
-          headers: { 'Content-Type': 'application/sdp' },
-          body: offer.sdp,
-        });
+        res = await fetch(
+          url,
+          live
+            ? {
+                method: 'POST',
+                headers: { 'Content-Type': 'application/json' },
+                body: JSON.stringify({ session: { model }, transport: { type: 'webrtc', sdp: offer.sdp } }),
+              }
+            : { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: offer.sdp },
+        );
       } catch (e) {
-        throw new Error(`POST ${CALLS_URL} failed: ${e.message}`);
+        throw new Error(`POST ${url} failed: ${e.message}`);
       }
-      const body = await res.text();
-      if (!res.ok) throw new Error(`Call request failed with status ${res.status}: ${errorDetail(body, res)}`);
+      const text = await res.text();
+      if (!res.ok) throw new Error(`Call request failed with status ${res.status}: ${errorDetail(text, res)}`);
+      let body = text;
+      if (live) {
+        try {
+          body = JSON.parse(text).transport.sdp;
+        } catch (e) {
+          throw new Error(`POST ${url}: no transport.sdp in the answer (${e.message})`);
+        }
+      }
       if (c.ended) return;
       mark('answerReceived');
 
@@ -332,6 +352,11 @@ import * as tools from './panes/tools.js';
     dc.addEventListener('open', () => {
       if (c !== call) return;
       mark('dataChannelOpen');
+      if (ve.api === 'live') {
+        // A Live session is configured when it is created; it starts with session.started.
+        emit('channel:open', { t: now() });
+        return;
+      }
       const update = {
         type: 'session.update',
         session: {
@@ -552,8 +577,13 @@ import * as tools from './panes/tools.js';
       e.preventDefault();
       const text = sayText.value.trim();
       if (!text || !ve.dc || ve.dc.readyState !== 'open') return;
-      send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
-      send({ type: 'response.create' });
+      if (ve.api === 'live') {
+        // Live has no user text: commentary is context the model says to the caller.
+        send({ type: 'session.commentary.append', content: text, delegation_id: null });
+      } else {
+        send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
+        send({ type: 'response.create' });
+      }
       sayText.value = '';
     });
     setInterval(() => {

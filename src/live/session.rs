@@ -66,6 +66,9 @@ pub struct LiveSession {
     answer_history: bool,
     /// Input time of the turn being heard (speech start, speech end).
     turn_span: (u64, u64),
+    /// Session time minus input time: input audio is timed from the caller's first packet,
+    /// Live's timeline from the session's creation.
+    input_offset: u64,
     /// The turn's transcript words, held until it is complete so their times can split the
     /// turn.
     input_words: Vec<String>,
@@ -97,6 +100,7 @@ impl LiveSession {
             muted: false,
             answer_history: false,
             turn_span: (0, 0),
+            input_offset: 0,
             input_words: Vec::new(),
             to_say: VecDeque::new(),
             ack_due: None,
@@ -574,6 +578,10 @@ impl LiveSession {
 
     /// Moves the turn engine's events into Live ones.
     fn pump(&mut self) {
+        let heard = self.conv.input_heard_ms();
+        if heard > 0 && self.now_ms > heard {
+            self.input_offset = self.now_ms - heard;
+        }
         while let Some(frame) = self.conv.poll_frame() {
             let Ok(ev) = serde_json::from_str::<Value>(&frame) else {
                 continue;
@@ -648,7 +656,10 @@ impl LiveSession {
     fn input_transcript(&mut self) {
         let words = std::mem::take(&mut self.input_words);
         let (start, end) = self.turn_span;
-        let end = end.max(start);
+        let (start, end) = (
+            start + self.input_offset,
+            end.max(start) + self.input_offset,
+        );
         let n = words.len().max(1) as u64;
         let span = end - start;
         for (i, w) in words.into_iter().enumerate() {

@@ -17,6 +17,11 @@ impl Conversation {
         self.input.heard(input_ms);
     }
 
+    /// Input time heard so far (ms of caller audio since its first packet).
+    pub fn input_heard_ms(&self) -> u64 {
+        self.input.heard_ms
+    }
+
     /// Server VAD detected speech; `audio_start_ms` includes the prefix padding.
     pub fn on_speech_started(&mut self, audio_start_ms: u64) {
         self.input.heard(audio_start_ms);

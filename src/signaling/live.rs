@@ -1,17 +1,21 @@
 //! `/v1/live/sessions`: OpenAI's Live WebRTC flow. The app's server posts the browser's offer
 //! with the session config as JSON and gets the answer back as JSON (`201`); the session then
 //! runs on a transceiver like any call, with Live events on its `oai-events` channel (see
-//! [`crate::live`]). A Live session's id is its call id (`live_…`), so hang-up and the event
-//! log route exactly as they do for Realtime calls.
+//! [`crate::live`]). A Live session's id is its call id (`live_…`), so hang-up, the event log
+//! and the `attach` sideband route exactly as they do for Realtime calls.
 
 use std::net::SocketAddr;
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{StatusCode, header};
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use super::calls::{check_offer, client_slot, model_for, place_call, placement_headers};
+use super::calls::{
+    call_not_found, check_offer, client_slot, model_for, place_call, placement_headers,
+};
+use super::websocket::{attach_sideband, key_of, serve_stream};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
 use crate::live::config::parse_create;
 use crate::realtime::ClientError;
@@ -87,6 +91,32 @@ pub(super) async fn create_session(
     let location = format!("/v1/live/sessions/{}", placed.call_id);
     placement_headers(resp.headers_mut(), &placed, location);
     Ok(resp)
+}
+
+/// `GET /v1/live/sessions/{id}/attach`: a sideband on a Live session (the app's trusted backend,
+/// with the key that created it). It first gets `session.started` with the session as it is now,
+/// then every server event; its client events are not bound by `client.data_channel`.
+pub(super) async fn attach(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::invalid(
+            "websocket_required",
+            format!(
+                "/v1/live/sessions/{{id}}/attach is a WebSocket ({})",
+                e.body_text()
+            ),
+        )
+        .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
+    })?;
+    if !id.starts_with(crate::live::ID_PREFIX) {
+        return Err(call_not_found(&id));
+    }
+    let stream = attach_sideband(&sig, key_of(&headers).as_deref(), &id).await?;
+    Ok(serve_stream(upgrade, stream, "session ended", None))
 }
 
 /// A refused config, as the service reports it: the code and the parameter's path.

@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::calls::{call_error, call_not_found, client_slot, model_for};
 use super::{ApiError, Signaling, bearer, key_error};
-use crate::transceiver::websocket::{SessionRequest, pipe};
+use crate::transceiver::websocket::{EventStream, SessionRequest, pipe};
 
 /// The largest client event taken: the real service's 15 MiB for an `input_audio_buffer.append`,
 /// with room for the JSON around it.
@@ -64,18 +64,18 @@ pub(super) async fn realtime(
     let mut slot = None;
     let (stream, reason) = match target(&q)? {
         Target::Sideband(call_id) => {
-            sig.keys
-                .check_owner(key.as_deref(), &call_id)
-                .map_err(key_error)?;
-            let t = sig
-                .transceiver_of(&call_id)
-                .ok_or_else(|| call_not_found(&call_id))?;
-            let stream = t
-                .attach_sideband(call_id.clone())
-                .await
-                .map_err(call_error)?
-                .ok_or_else(|| call_not_found(&call_id))?;
-            (stream, "call ended")
+            if call_id.starts_with(crate::live::ID_PREFIX) {
+                return Err(ApiError::invalid(
+                    "live_session",
+                    format!(
+                        "{call_id} is a Live session: attach to it at /v1/live/sessions/{call_id}/attach"
+                    ),
+                ));
+            }
+            (
+                attach_sideband(&sig, key.as_deref(), &call_id).await?,
+                "call ended",
+            )
         }
         target => {
             let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
@@ -99,13 +99,39 @@ pub(super) async fn realtime(
             (stream, "session ended")
         }
     };
-    Ok(upgrade
+    Ok(serve_stream(upgrade, stream, reason, slot))
+}
+
+/// A sideband on call `call_id`, for the key that created the call.
+pub(super) async fn attach_sideband(
+    sig: &Signaling,
+    key: Option<&str>,
+    call_id: &str,
+) -> Result<EventStream, ApiError> {
+    sig.keys.check_owner(key, call_id).map_err(key_error)?;
+    let t = sig
+        .transceiver_of(call_id)
+        .ok_or_else(|| call_not_found(call_id))?;
+    t.attach_sideband(call_id.to_owned())
+        .await
+        .map_err(call_error)?
+        .ok_or_else(|| call_not_found(call_id))
+}
+
+/// Answers an upgrade with `stream` piped to the socket; `slot` is held until it closes.
+pub(super) fn serve_stream(
+    upgrade: WebSocketUpgrade,
+    stream: EventStream,
+    reason: &'static str,
+    slot: Option<super::call_limits::Slot>,
+) -> Response {
+    upgrade
         .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)
         .on_upgrade(move |socket| async move {
             pipe(socket, stream, reason).await;
             drop(slot);
-        }))
+        })
 }
 
 /// The one thing the URL names, or why it names none or several.
@@ -132,7 +158,7 @@ fn target(q: &SocketQuery) -> Result<Target, ApiError> {
 }
 
 /// The key from `Authorization: Bearer`, else from the `openai-insecure-api-key.` sub-protocol.
-fn key_of(headers: &HeaderMap) -> Option<String> {
+pub(super) fn key_of(headers: &HeaderMap) -> Option<String> {
     if let Some(k) = bearer(headers) {
         return Some(k.to_owned());
     }

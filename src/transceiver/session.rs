@@ -58,6 +58,8 @@ pub struct ClientReport {
 /// How long an expired session stays open for its last events to arrive, with no faults on
 /// the path (the stack does not report what SCTP has acknowledged).
 const DEFAULT_END_GRACE: Duration = Duration::from_secs(1);
+/// Between closing `oai-events` and closing the call, for the stream reset to reach the client.
+const CHANNEL_CLOSE_GRACE: Duration = Duration::from_millis(300);
 
 /// Where replies go next: a client address and the relay that carried it, from a binding request
 /// the stack has not answered yet. The stack answers only a check carrying the ICE password
@@ -142,6 +144,8 @@ pub struct Session {
     media: Media,
     engine: Engine,
     events_channel: Option<RTCDataChannelId>,
+    /// `oai-events` as the server closes it (see [`Session::handle_timeout`]).
+    closing_channel: Option<RTCDataChannelId>,
     /// Slow work the worker should run off the socket thread.
     jobs: Vec<Job>,
     /// How long after the conversation asks to end the call it is closed (see [`Session::expire`]).
@@ -209,6 +213,7 @@ impl Session {
             media,
             engine,
             events_channel: None,
+            closing_channel: None,
             jobs: Vec::new(),
             end_grace: DEFAULT_END_GRACE,
             events: EventLog::starting(now),
@@ -293,7 +298,21 @@ impl Session {
 
     pub fn handle_timeout(&mut self, now: Instant) {
         if self.close_at.is_some_and(|t| t <= now) {
-            self.state = SessionState::Closed;
+            match self.events_channel.take() {
+                // The server ends the session (expiry, Live's session.close): the channel is
+                // closed first, with an SCTP stream reset that the client sees as a clean close
+                // of `oai-events`, rather than as the error an aborted association raises;
+                // the call goes shortly after.
+                Some(id) => {
+                    if let Some(mut dc) = self.pc.data_channel(id) {
+                        let _ = dc.close();
+                    }
+                    // Closed as soon as the client has closed its side too.
+                    self.closing_channel = Some(id);
+                    self.close_at = Some(now + CHANNEL_CLOSE_GRACE);
+                }
+                None => self.state = SessionState::Closed,
+            }
         }
         if let Err(e) = self.pc.handle_timeout(now) {
             log::debug!("{}: handle_timeout: {e}", self.call_id);
@@ -416,7 +435,7 @@ impl Session {
                 }
             }
             RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnClose(id))
-                if self.events_channel == Some(id) =>
+                if self.events_channel == Some(id) || self.closing_channel == Some(id) =>
             {
                 // Realtime clients close `oai-events` only when they hang up (the SDK's
                 // close() closes it, then the peer connection), and some stacks never send

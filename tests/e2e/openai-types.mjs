@@ -24,6 +24,8 @@ import { fileURLToPath } from 'node:url';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 export const REALTIME_DTS = path.join(here, 'node_modules', 'openai', 'resources', 'realtime', 'realtime.d.ts');
+/** The Live API's types: the union there is `ServerEvent` (resources/live/live.d.ts). */
+export const LIVE_DTS = path.join(here, 'node_modules', 'openai', 'resources', 'live', 'live.d.ts');
 
 // --- parsing -------------------------------------------------------------------------------------------
 
@@ -168,17 +170,18 @@ function parseDeclarations(text, prefix = '', decls = new Map()) {
 // --- checking ------------------------------------------------------------------------------------------
 
 class Shapes {
-  constructor(decls, file, version) {
+  constructor(decls, file, version, unionName) {
     this.decls = decls;
     this.file = file;
     this.version = version;
-    /** 'response.done' → {name, required[], optional[]} for every member of RealtimeServerEvent. */
+    this.unionName = unionName;
+    /** 'response.done' → {name, required[], optional[]} for every member of the union. */
     this.types = new Map();
-    const union = decls.get('RealtimeServerEvent');
-    if (!union || union.kind !== 'alias' || union.type.kind !== 'union') throw new Error(`${file}: no union type RealtimeServerEvent`);
+    const union = decls.get(unionName);
+    if (!union || union.kind !== 'alias' || union.type.kind !== 'union') throw new Error(`${file}: no union type ${unionName}`);
     for (const member of union.type.members) {
       const d = this.resolve(member);
-      if (!d || d.kind !== 'interface') throw new Error(`${file}: RealtimeServerEvent member ${member.name} is not an interface here`);
+      if (!d || d.kind !== 'interface') throw new Error(`${file}: ${unionName} member ${member.name} is not an interface here`);
       const props = this.props(d);
       const t = props.get('type')?.type;
       const lits = t?.kind === 'lit' ? [t.value] : t?.kind === 'union' ? t.members.filter((x) => x.kind === 'lit').map((x) => x.value) : [];
@@ -191,7 +194,7 @@ class Shapes {
   /** The declaration a ref names, looked up from its namespace outwards; null for other modules' types. */
   resolve(ref) {
     if (ref.kind !== 'ref') return null;
-    const name = ref.name.replace(/^RealtimeAPI\./, '');
+    const name = ref.name.replace(/^(RealtimeAPI|LiveAPI)\./, '');
     const scope = ref.scope ? ref.scope.split('.') : [];
     for (let i = scope.length; i >= 0; i--) {
       const full = [...scope.slice(0, i), name].join('.');
@@ -291,7 +294,7 @@ class Shapes {
   /** {known, name, problems} for one server event. */
   check(event) {
     const entry = this.types.get(event?.type);
-    if (!entry) return { known: false, name: null, problems: [`type ${show(event?.type)} is not in RealtimeServerEvent`] };
+    if (!entry) return { known: false, name: null, problems: [`type ${show(event?.type)} is not in ${this.unionName}`] };
     const all = this.objectProblems(event, this.props(entry.decl), event.type, 0, entry.name);
     return {
       known: true,
@@ -340,11 +343,11 @@ function show(v) {
   return s === undefined ? String(v) : s.length > 60 ? s.slice(0, 60) + '…' : s;
 }
 
-let cached = null;
+const cached = new Map();
 
-/** The parsed shapes of the installed `openai` package (cached per process). */
-export function serverEventShapes(file = REALTIME_DTS) {
-  if (cached && cached.file === file) return cached;
+/** The parsed shapes of the installed `openai` package (cached per process and file). */
+export function serverEventShapes(file = REALTIME_DTS, unionName = file === LIVE_DTS ? 'ServerEvent' : 'RealtimeServerEvent') {
+  if (cached.has(file)) return cached.get(file);
   if (!fs.existsSync(file)) throw new Error(`${file} missing: run npm ci in tests/e2e (openai comes with @openai/agents-realtime)`);
   let version = null;
   try {
@@ -352,8 +355,9 @@ export function serverEventShapes(file = REALTIME_DTS) {
   } catch {
     /* not fatal */
   }
-  cached = new Shapes(parseDeclarations(stripComments(fs.readFileSync(file, 'utf8'))), file, version);
-  return cached;
+  const shapes = new Shapes(parseDeclarations(stripComments(fs.readFileSync(file, 'utf8'))), file, version, unionName);
+  cached.set(file, shapes);
+  return shapes;
 }
 
 /**
@@ -361,15 +365,17 @@ export function serverEventShapes(file = REALTIME_DTS) {
  * event log) has a type in RealtimeServerEvent and the shape of its interface. Logs one summary line; on
  * failure the message lists each distinct problem with its count. Returns the checkAll result.
  */
-export function assertServerEventShapes(assert, events, label) {
-  const shapes = serverEventShapes();
+export function assertServerEventShapes(assert, events, label, file = REALTIME_DTS) {
+  const shapes = serverEventShapes(file);
+  const union = shapes.unionName;
+  const dts = path.basename(file);
   const res = shapes.checkAll(events);
   const types = [...res.byType].map(([t, n]) => (n > 1 ? `${t}×${n}` : t)).join(', ');
   console.log(
-    `${label}: ${res.checked} server events of ${res.byType.size} types checked against openai@${shapes.version} realtime.d.ts: ` +
+    `${label}: ${res.checked} server events of ${res.byType.size} types checked against openai@${shapes.version} ${dts}: ` +
       (res.unknownTypes.length || res.problems.size
-        ? `${res.unknownTypes.length} types not in RealtimeServerEvent, ${res.problems.size} shape problems`
-        : 'all in RealtimeServerEvent, all shapes match') +
+        ? `${res.unknownTypes.length} types not in ${union}, ${res.problems.size} shape problems`
+        : `all in ${union}, all shapes match`) +
       ` (${types})`,
   );
   if (res.notes.size) {
@@ -378,9 +384,9 @@ export function assertServerEventShapes(assert, events, label) {
     );
   }
   const lines = [
-    ...res.unknownTypes.map((t) => `not in the RealtimeServerEvent union: ${t}`),
+    ...res.unknownTypes.map((t) => `not in the ${union} union: ${t}`),
     ...[...res.problems].map(([p, n]) => `${p}${n > 1 ? ` (×${n})` : ''}`),
   ];
-  assert.deepEqual(lines, [], `${label}: server events that do not match openai@${shapes.version} realtime.d.ts`);
+  assert.deepEqual(lines, [], `${label}: server events that do not match openai@${shapes.version} ${dts}`);
   return res;
 }

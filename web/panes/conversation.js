@@ -6,6 +6,8 @@
 //   tool call     function_call items: name + arguments, then the function_call_output under it
 //   response      a response.done whose status is not "completed": status + status_details
 //   error         server error events
+//   Live          session.input_transcript.delta / session.output_transcript.delta, grouped into one
+//                 entry per stretch of one speaker (Live has no items); delegations and session.closed
 // window.voiceEdge.conversation mirrors the entries: [{id, kind, role, text, final, ...}].
 import { $, el, on } from '../lib.js';
 
@@ -13,10 +15,12 @@ export function init({ ve }) {
   const box = $('#conversation');
   let entries; // id -> {id, kind, role, text, final, node}
   let byCall; // call_id -> entry (tool calls)
+  let liveTurn; // {n, role} of the Live entry deltas go to
 
   function reset() {
     entries = new Map();
     byCall = new Map();
+    liveTurn = { n: 0, role: null };
     ve.conversation = [];
     box.textContent = '';
     box.appendChild(el('p', { class: 'empty' }, 'Speak, or type a message: each turn shows here.'));
@@ -117,8 +121,30 @@ export function init({ ve }) {
 
   on('call:start', reset);
 
+  /** A Live transcript delta: appended to the speaker's entry, or a new one when the speaker changed. */
+  function liveDelta(role, delta) {
+    if (liveTurn.role !== role) liveTurn = { n: liveTurn.n + 1, role };
+    const e = entry(`live:${liveTurn.n}`, role);
+    setText(e, e.text + (delta || ''), false);
+  }
+
   on('event:in', ({ ev }) => {
     switch (ev.type) {
+      case 'session.input_transcript.delta':
+        liveDelta('user', ev.delta);
+        break;
+      case 'session.output_transcript.delta':
+        liveDelta('assistant', ev.delta);
+        break;
+      case 'session.delegation.created': {
+        const d = ev.delegation || {};
+        status(`del:${d.id}`, 'function_call', `delegated to ${d.target} (${d.id}) at ${ev.offset_ms} ms`);
+        liveTurn = { n: liveTurn.n, role: null };
+        break;
+      }
+      case 'session.closed':
+        status(`closed:${ev.event_id}`, 'response-cancelled', `session closed: ${ev.reason} after ${ev.usage && ev.usage.seconds} s`);
+        break;
       case 'conversation.item.added':
       case 'conversation.item.done':
       case 'conversation.item.retrieved':
