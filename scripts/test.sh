@@ -133,7 +133,8 @@ export VOICE_EDGE_BIN
 #    a sideband WebSocket (?call_id=) on a call held by Chromium: tool call, mirroring, hang-up (sideband.test.mjs);
 #    OpenAI's Live WebRTC flow: the plain fetch + RTCPeerConnection flow and the package's OpenAILiveWebRTC
 #    helper, a spoken turn, barge-in, session.close, events checked against openai's live.d.ts, and the demo
-#    page's API switch on Live (live-flow.test.mjs).
+#    page's API switch on Live (live-flow.test.mjs); the Live WebSocket with the package's LiveWS: session.start,
+#    a spoken turn as audio deltas, session.close (live-websocket.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
 log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"

@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::realtime::ClientError;
+use crate::realtime::{ClientError, Transport};
 
 /// `MediaSessionConfig`: what a WebRTC session may be started with.
 const SESSION_KEYS: &[&str] = &[
@@ -116,13 +116,14 @@ pub fn parse_create(body: &Value) -> Result<(LiveStart, String), ClientError> {
     };
     let session = match obj.get("session") {
         None | Some(Value::Null) => return Err(ClientError::missing("session")),
-        Some(s) => check_start(s)?,
+        Some(s) => check_start(s, Transport::WebRtc)?,
     };
     Ok((session, sdp))
 }
 
-/// Checks a startup session config and fills in its defaults.
-pub fn check_start(session: &Value) -> Result<LiveStart, ClientError> {
+/// Checks a startup session config and fills in its defaults. Only a WebSocket session has an
+/// `audio.format`; WebRTC negotiates its format in SDP.
+pub fn check_start(session: &Value, transport: Transport) -> Result<LiveStart, ClientError> {
     let obj = session
         .as_object()
         .ok_or_else(|| ClientError::wrong_type("session", "an object"))?;
@@ -133,7 +134,7 @@ pub fn check_start(session: &Value) -> Result<LiveStart, ClientError> {
         Some(Value::String(_)) => return Err(ClientError::invalid("session.model", "it is empty")),
         Some(_) => return Err(ClientError::wrong_type("session.model", "a string")),
     };
-    let voice = check_audio(obj.get("audio"))?;
+    let voice = check_audio(obj.get("audio"), transport)?;
     if let Some(c) = obj.get("client") {
         check_client(c)?;
     }
@@ -189,6 +190,9 @@ pub fn check_start(session: &Value) -> Result<LiveStart, ClientError> {
     }
     if let Some(c) = obj.get("client") {
         out["client"] = c.clone();
+    }
+    if transport == Transport::WebSocket {
+        out["audio"]["format"] = check_format(obj.get("audio").and_then(|a| a.get("format")))?;
     }
     if let Some(t) = obj.get("triggers") {
         check_triggers(t, "session.triggers")?;
@@ -256,14 +260,14 @@ fn merge_delegation(current: &Value, update: Value) -> Result<Value, ClientError
     Ok(update)
 }
 
-fn check_audio(audio: Option<&Value>) -> Result<Value, ClientError> {
+fn check_audio(audio: Option<&Value>, transport: Transport) -> Result<Value, ClientError> {
     let default = Value::from("marin");
     let audio = match audio {
         None | Some(Value::Null) => return Ok(default),
         Some(Value::Object(a)) => a,
         Some(_) => return Err(ClientError::wrong_type("session.audio", "an object")),
     };
-    if audio.contains_key("format") {
+    if audio.contains_key("format") && transport == Transport::WebRtc {
         return Err(ClientError::new(
             "unknown_parameter",
             "Unknown parameter: 'session.audio.format'. WebRTC negotiates its audio format in SDP; \
@@ -271,7 +275,7 @@ fn check_audio(audio: Option<&Value>) -> Result<Value, ClientError> {
         )
         .param("session.audio.format"));
     }
-    only_keys(audio, &["output"], "session.audio.")?;
+    only_keys(audio, &["format", "output"], "session.audio.")?;
     let output = match audio.get("output") {
         None | Some(Value::Null) => return Ok(default),
         Some(Value::Object(o)) => o,
@@ -298,6 +302,44 @@ fn check_audio(audio: Option<&Value>) -> Result<Value, ClientError> {
             }
         }
         Some(_) => Err(ClientError::wrong_type(param, "a voice name or {id}")),
+    }
+}
+
+/// A WebSocket session's `audio.format` (`AudioFormat`): 24 kHz PCM16 (the default), or G.711.
+/// The service also takes PCM at 16 kHz; voice-edge's codecs do not, and say so.
+fn check_format(format: Option<&Value>) -> Result<Value, ClientError> {
+    let param = "session.audio.format";
+    let f = match format {
+        None | Some(Value::Null) => return Ok(json!({"type": "audio/pcm", "rate": 24_000})),
+        Some(Value::Object(f)) => f,
+        Some(_) => return Err(ClientError::wrong_type(param, "an object")),
+    };
+    only_keys(f, &["type", "rate"], "session.audio.format.")?;
+    let rate = f.get("rate").and_then(Value::as_u64);
+    match (f.get("type").and_then(Value::as_str), rate) {
+        (Some("audio/pcm"), None | Some(24_000)) => {
+            Ok(json!({"type": "audio/pcm", "rate": 24_000}))
+        }
+        (Some("audio/pcm"), Some(16_000)) => Err(ClientError::invalid(
+            "session.audio.format.rate",
+            "voice-edge takes PCM at 24000 Hz only (16000 is not implemented)",
+        )),
+        (Some("audio/pcm"), Some(_)) => Err(ClientError::invalid(
+            "session.audio.format.rate",
+            "PCM is 16000 or 24000 Hz",
+        )),
+        (Some(t @ ("audio/pcmu" | "audio/pcma")), None | Some(8_000)) => {
+            Ok(json!({"type": t, "rate": 8_000}))
+        }
+        (Some("audio/pcmu" | "audio/pcma"), Some(_)) => Err(ClientError::invalid(
+            "session.audio.format.rate",
+            "G.711 is 8000 Hz",
+        )),
+        (Some(other), _) => Err(ClientError::invalid(
+            "session.audio.format.type",
+            format!("'{other}' is not one of 'audio/pcm', 'audio/pcmu', 'audio/pcma'"),
+        )),
+        (None, _) => Err(ClientError::missing("session.audio.format.type")),
     }
 }
 
@@ -646,6 +688,47 @@ mod tests {
         );
         assert!(create(json!({"model": "m", "triggers": []})).is_ok());
         assert!(create(json!({"model": "m", "triggers": [{"type": "x"}]})).is_err());
+    }
+
+    #[test]
+    fn only_a_websocket_session_has_an_audio_format() {
+        let ws = |format: Value| {
+            check_start(
+                &json!({"model": "m", "audio": {"format": format}}),
+                Transport::WebSocket,
+            )
+        };
+        let s = check_start(&json!({"model": "m"}), Transport::WebSocket)
+            .unwrap()
+            .session;
+        assert_eq!(
+            s["audio"]["format"],
+            json!({"type": "audio/pcm", "rate": 24000})
+        );
+        assert_eq!(
+            ws(json!({"type": "audio/pcmu"})).unwrap().session["audio"]["format"]["rate"],
+            8000
+        );
+        assert!(
+            ws(json!({"type": "audio/pcm", "rate": 16000}))
+                .unwrap_err()
+                .message
+                .contains("24000")
+        );
+        assert_eq!(
+            ws(json!({"type": "audio/opus"}))
+                .unwrap_err()
+                .param
+                .as_deref(),
+            Some("session.audio.format.type")
+        );
+        assert_eq!(
+            code_param(create(
+                json!({"model": "m", "audio": {"format": {"type": "audio/pcm"}}})
+            ))
+            .0,
+            "unknown_parameter"
+        );
     }
 
     #[test]

@@ -17,7 +17,26 @@ pub mod config;
 mod session;
 
 pub use config::{DelegationTarget, LiveStart};
-pub use session::{LiveSession, Origin};
+pub use session::{LiveSession, Origin, error_frame};
+
+use crate::model::ModelKind;
+use crate::realtime::ClientError;
+
+/// The stub a session's `model` names: ours (`echo`, `tts`, `script:NAME`), else echo
+/// (`gpt-live-1` is not ours). A malformed or unknown script is refused.
+pub fn model_for(start: &LiveStart) -> Result<ModelKind, ClientError> {
+    let name = start.session["model"].as_str().unwrap_or_default();
+    match ModelKind::parse(name) {
+        Err(e) => Err(ClientError::new("invalid_model", e.to_string()).param("session.model")),
+        Ok(Some(ModelKind::Script(script))) => {
+            crate::model::script::library::find(&script)
+                .map_err(|e| ClientError::new("unknown_script", e).param("session.model"))?;
+            Ok(ModelKind::Script(script))
+        }
+        Ok(Some(kind)) => Ok(kind),
+        Ok(None) => Ok(ModelKind::Echo),
+    }
+}
 
 /// The prefix of a Live session's id; the rest is a call id's routing part, so signaling routes
 /// `/v1/live/sessions/{id}/…` exactly as it routes calls.

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::config::{self, DelegationTarget, LiveStart, MAX_APPEND_CHARS};
 use crate::model::ModelKind;
-use crate::realtime::{Action, ClientError, Conversation};
+use crate::realtime::{Action, ClientError, Conversation, Transport};
 
 /// Where a client event came from. The frontend's data channel obeys the session's
 /// `client.data_channel` permissions; a sideband (the app's trusted backend) does not.
@@ -81,14 +81,24 @@ pub struct LiveSession {
 }
 
 impl LiveSession {
-    /// `id` is the session's `live_…` id; `expires_at` is in Unix seconds.
-    pub fn new(id: String, model: &ModelKind, start: LiveStart, expires_at: u64) -> Self {
+    /// `id` is the session's `live_…` id; `expires_at` is in Unix seconds. On a WebSocket the
+    /// audio travels as events (`session.input_audio.append`, `session.output_audio.delta`) in
+    /// the session's `audio.format`.
+    pub fn new(
+        id: String,
+        model: &ModelKind,
+        start: LiveStart,
+        expires_at: u64,
+        transport: Transport,
+    ) -> Self {
         let mut session = json!({"id": id, "expires_at": expires_at, "status": "active"});
         for (k, v) in start.session.as_object().into_iter().flatten() {
             session[k] = v.clone();
         }
+        let mut conv = Conversation::new(id, model);
+        conv.set_transport(transport);
         let mut s = LiveSession {
-            conv: Conversation::new(id, model),
+            conv,
             session,
             frames: VecDeque::new(),
             actions: VecDeque::new(),
@@ -153,13 +163,23 @@ impl LiveSession {
     /// The data channel opened: `session.started`, the first event; then an answer to startup
     /// history that ends with the user speaking.
     pub fn on_channel_open(&mut self) {
+        self.start(None);
+    }
+
+    /// Starts the session: on WebRTC when the channel opens, on a WebSocket on `session.start`
+    /// (whose `event_id` is `client_event_id`).
+    pub fn start(&mut self, client_event_id: Option<&str>) {
         if self.started {
             return;
         }
         self.started = true;
         self.conv.on_channel_open();
         while self.conv.poll_frame().is_some() {}
-        self.emit("session.started", json!({"session": self.session}), None);
+        self.emit(
+            "session.started",
+            json!({"session": self.session}),
+            client_event_id,
+        );
         if let Some(dc) = self.session["client"]["data_channel"].as_object()
             && !dc.is_empty()
         {
@@ -333,8 +353,24 @@ impl LiveSession {
             "session.start" => {
                 return Err(ClientError::new(
                     "session_already_started",
-                    "A WebRTC session starts when it is created; session.start is the first message of a Live WebSocket.",
+                    "The session has started: session.start is only the first message of a Live WebSocket (a WebRTC session starts when it is created).",
                 ));
+            }
+            "session.input_audio.append" if self.conv.transport() == Transport::WebSocket => {
+                // The host feeds the audio to the media side; appends have no acknowledgement.
+                use base64::Engine as _;
+                match obj.get("audio") {
+                    Some(Value::String(b64)) => {
+                        if base64::engine::general_purpose::STANDARD
+                            .decode(b64)
+                            .is_err()
+                        {
+                            return Err(ClientError::invalid("audio", "it is not valid base64"));
+                        }
+                    }
+                    Some(_) => return Err(ClientError::wrong_type("audio", "a base64 string")),
+                    None => return Err(ClientError::missing("audio")),
+                }
             }
             "session.input_audio.append" => {
                 return Err(ClientError::new(
@@ -550,6 +586,17 @@ impl LiveSession {
         if let Some(i) = self.session["instructions"].as_str() {
             session["instructions"] = Value::from(i);
         }
+        let format = &self.session["audio"]["format"];
+        if let Some(kind) = format["type"].as_str() {
+            // Realtime's format objects: a rate only for PCM.
+            let f = if kind == "audio/pcm" {
+                json!({"type": kind, "rate": 24_000})
+            } else {
+                json!({"type": kind})
+            };
+            session["audio"]["input"]["format"] = f.clone();
+            session["audio"]["output"] = json!({"format": f});
+        }
         self.engine_event(json!({"type": "session.update", "session": session}));
     }
 
@@ -630,6 +677,14 @@ impl LiveSession {
                     self.backend_event(json!({"type": "response.output_text.delta", "item_id": item_id,
                                               "output_index": 0, "content_index": 0, "delta": delta}));
                 }
+            }
+            // On a WebSocket the audio itself travels as events.
+            "response.output_audio.delta" => {
+                self.emit(
+                    "session.output_audio.delta",
+                    json!({"delta": ev["delta"]}),
+                    None,
+                );
             }
             "response.output_item.done" if ev["item"]["type"] == "function_call" => {
                 self.delegate(&ev["item"]);
@@ -820,16 +875,9 @@ impl LiveSession {
         self.error(error, e["event_id"].as_str().map(str::to_owned));
     }
 
-    /// Live's `error`: the client's event id as `client_event_id`, inside and out.
     fn error(&mut self, e: ClientError, client_event_id: Option<String>) {
-        let mut error = json!({"type": e.kind, "code": e.code, "message": e.message});
-        if let Some(p) = e.param {
-            error["param"] = Value::from(p);
-        }
-        if let Some(id) = &client_event_id {
-            error["client_event_id"] = Value::from(id.as_str());
-        }
-        self.emit("error", json!({"error": error}), client_event_id.as_deref());
+        let body = error_body(e, client_event_id.as_deref());
+        self.emit("error", body, client_event_id.as_deref());
     }
 
     fn data_channel_sends(&self, kind: &str) -> bool {
@@ -846,25 +894,46 @@ impl LiveSession {
 
     fn make(&mut self, kind: &str, body: Value, client_event_id: Option<&str>) -> String {
         self.next_event += 1;
-        let mut frame = Map::new();
-        frame.insert("type".into(), Value::from(kind));
-        frame.insert(
-            "event_id".into(),
-            Value::from(format!("event_{:06}", self.next_event)),
-        );
-        if let Value::Object(fields) = body {
-            frame.extend(fields);
-        }
-        if let Some(id) = client_event_id {
-            frame.insert("client_event_id".into(), Value::from(id));
-        }
-        Value::Object(frame).to_string()
+        frame(kind, self.next_event, body, client_event_id)
     }
 
     fn new_id(&mut self, prefix: &str) -> String {
         self.next_id += 1;
         format!("{prefix}_{:06}", self.next_id)
     }
+}
+
+/// One Live server event: `type`, `event_id` (numbered per session), the body's fields, and the
+/// client's `client_event_id` when the event answers one.
+fn frame(kind: &str, n: u64, body: Value, client_event_id: Option<&str>) -> String {
+    let mut frame = Map::new();
+    frame.insert("type".into(), Value::from(kind));
+    frame.insert("event_id".into(), Value::from(format!("event_{n:06}")));
+    if let Value::Object(fields) = body {
+        frame.extend(fields);
+    }
+    if let Some(id) = client_event_id {
+        frame.insert("client_event_id".into(), Value::from(id));
+    }
+    Value::Object(frame).to_string()
+}
+
+/// Live's `error` body: the client's event id as `client_event_id`, inside as well as out.
+fn error_body(e: ClientError, client_event_id: Option<&str>) -> Value {
+    let mut error = json!({"type": e.kind, "code": e.code, "message": e.message});
+    if let Some(p) = e.param {
+        error["param"] = Value::from(p);
+    }
+    if let Some(id) = client_event_id {
+        error["client_event_id"] = Value::from(id);
+    }
+    json!({ "error": error })
+}
+
+/// An `error` frame for a client that has no session yet (a WebSocket before `session.start`).
+pub fn error_frame(e: ClientError, client_event_id: Option<String>) -> String {
+    let body = error_body(e, client_event_id.as_deref());
+    frame("error", 0, body, client_event_id.as_deref())
 }
 
 /// A Responses input item as the turn engine takes it: a message's string content becomes

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::*;
 use crate::live::config::check_start;
+use crate::realtime::Transport;
 
 /// The server event types of `ServerEvent` in the `openai` package's `resources/live/live.ts`.
 const LIVE_SERVER_EVENTS: &[&str] = &[
@@ -42,10 +43,16 @@ struct Harness {
 
 impl Harness {
     fn open(model: &str, session: Value) -> Harness {
-        let start = check_start(&session).expect("a valid config");
+        let start = check_start(&session, Transport::WebRtc).expect("a valid config");
         let kind = ModelKind::parse(model).unwrap().unwrap();
         let mut h = Harness {
-            s: LiveSession::new("live_test".into(), &kind, start, 1_900_000_000),
+            s: LiveSession::new(
+                "live_test".into(),
+                &kind,
+                start,
+                1_900_000_000,
+                Transport::WebRtc,
+            ),
             seen: HashSet::new(),
         };
         h.s.on_channel_open();

@@ -13,13 +13,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::calls::{
-    call_not_found, check_offer, client_slot, model_for, place_call, placement_headers,
+    call_error, call_not_found, check_offer, client_slot, model_for, place_call, placement_headers,
 };
 use super::websocket::{attach_sideband, key_of, serve_stream};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
 use crate::live::config::parse_create;
 use crate::realtime::ClientError;
 use crate::transceiver::CallSetup;
+use crate::transceiver::websocket::SessionRequest;
 
 /// The JSON body carries the offer plus a config of at most a few hundred KiB (history is
 /// bounded to 128 messages, instructions to 16k tokens).
@@ -91,6 +92,37 @@ pub(super) async fn create_session(
     let location = format!("/v1/live/sessions/{}", placed.call_id);
     placement_headers(resp.headers_mut(), &placed, location);
     Ok(resp)
+}
+
+/// `GET /v1/live/sessions` upgraded to a WebSocket: a Live session whose first message is
+/// `session.start` (the `openai` package's `LiveWS`). Keys, limits and placement are the
+/// Realtime WebSocket's; the session runs on a transceiver.
+pub(super) async fn connect(
+    State(sig): State<Signaling>,
+    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
+    headers: HeaderMap,
+    upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
+) -> Result<Response, ApiError> {
+    let upgrade = upgrade.map_err(|e| {
+        ApiError::invalid(
+            "websocket_required",
+            format!(
+                "GET /v1/live/sessions is the Live WebSocket (send session.start first); create a WebRTC session with POST ({})",
+                e.body_text()
+            ),
+        )
+        .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
+    })?;
+    let key = key_of(&headers);
+    sig.keys.check_call(key.as_deref()).map_err(key_error)?;
+    let slot = client_slot(&sig, peer.map(|p| p.0.0.ip())).await?;
+    sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
+    let (t, _) = sig.place(None)?;
+    let stream = t
+        .open_session(SessionRequest::Live)
+        .await
+        .map_err(call_error)?;
+    Ok(serve_stream(upgrade, stream, "session ended", Some(slot)))
 }
 
 /// `GET /v1/live/sessions/{id}/attach`: a sideband on a Live session (the app's trusted backend,

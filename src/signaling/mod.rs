@@ -194,7 +194,10 @@ impl Signaling {
             .route("/v1/realtime/client_secrets", post(client_secrets))
             .route("/v1/realtime", get(websocket::realtime))
             // Live sessions are calls with Live events: ids route the same way.
-            .route("/v1/live/sessions", post(live::create_session))
+            .route(
+                "/v1/live/sessions",
+                post(live::create_session).get(live::connect),
+            )
             .route("/v1/live/sessions/{id}/hangup", post(calls::hangup))
             .route("/v1/live/sessions/{id}/events", get(calls::events))
             .route("/v1/live/sessions/{id}/attach", get(live::attach))

@@ -36,6 +36,7 @@ impl Engine {
                 &setup.model,
                 start,
                 expires_at,
+                crate::realtime::Transport::WebRtc,
             ))),
             None => {
                 let routing = call_id.split_once('_').map_or(call_id, |(_, r)| r);
@@ -116,6 +117,14 @@ impl Engine {
         match self {
             Engine::Realtime(c) => c.expire_session(),
             Engine::Live(l) => l.expire(),
+        }
+    }
+
+    /// The client event that carries audio on a WebSocket.
+    pub fn append_event(&self) -> &'static str {
+        match self {
+            Engine::Realtime(_) => "input_audio_buffer.append",
+            Engine::Live(_) => "session.input_audio.append",
         }
     }
 

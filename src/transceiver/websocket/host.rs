@@ -12,18 +12,29 @@ use crate::transceiver::media::JobDone;
 
 /// The real service closes a session after 60 minutes; so does this one.
 const MAX_SESSION: Duration = crate::realtime::session_limits::MAX_SESSION_DURATION;
+/// How long a Live WebSocket may take to send a valid `session.start`.
+const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts a session on the current tokio runtime and returns its stream; `live` counts it
-/// until it ends.
+/// until it ends. A Live session is made from the client's `session.start`.
 pub fn spawn(request: SessionRequest, live: Arc<AtomicUsize>) -> EventStream {
-    let (to_session, from_client) = mpsc::channel(STREAM_CAPACITY);
+    let (to_session, mut from_client) = mpsc::channel(STREAM_CAPACITY);
     let (to_client, from_session) = mpsc::channel(STREAM_CAPACITY);
-    let id = format!("sess_{}", hex::encode(rand::random::<[u8; 12]>()));
     let expires = crate::realtime::session_limits::expires_at_unix();
-    let session = WsSession::new(id, &request, expires);
     live.fetch_add(1, Ordering::Relaxed);
     tokio::spawn(async move {
         let _count = Live(live);
+        let random = hex::encode(rand::random::<[u8; 12]>());
+        let session = match request {
+            SessionRequest::Live => {
+                let id = format!("{}{random}", crate::live::ID_PREFIX);
+                match await_start(id, expires, &mut from_client, &to_client).await {
+                    Some(session) => session,
+                    None => return,
+                }
+            }
+            request => WsSession::new(format!("sess_{random}"), &request, expires),
+        };
         run(session, from_client, to_client).await;
     });
     EventStream {
@@ -80,6 +91,26 @@ async fn run(
         }
     }
     log::debug!("{}: WebSocket session ended", session.id);
+}
+
+/// A Live WebSocket's first messages until one is a valid `session.start`; each refusal is
+/// answered with its `error`. `None` when the client leaves or takes too long.
+async fn await_start(
+    id: String,
+    expires: u64,
+    from_client: &mut mpsc::Receiver<String>,
+    to_client: &mpsc::Sender<String>,
+) -> Option<WsSession> {
+    let deadline = tokio::time::Instant::now() + START_TIMEOUT;
+    loop {
+        let text = tokio::time::timeout_at(deadline, from_client.recv())
+            .await
+            .ok()??;
+        match WsSession::start_live(id.clone(), &text, expires) {
+            Ok(session) => return Some(session),
+            Err(error) => to_client.send(error).await.ok()?,
+        }
+    }
 }
 
 async fn sleep_until(at: Option<tokio::time::Instant>) {

@@ -1,11 +1,13 @@
-//! One Realtime session over a WebSocket, as a state machine: text frames in, text frames out,
-//! time passed in. No socket, task or clock: [`super::host`] drives it, and tests drive it in
+//! One session over a WebSocket, as a state machine: text frames in, text frames out, time
+//! passed in. No socket, task or clock: [`super::host`] drives it, and tests drive it in
 //! virtual time.
 //!
-//! It is the call's [`Conversation`] and [`Media`] without the peer connection: appended audio
-//! (base64 in `input_audio_buffer.append`, in the session's input format) is cut into 20 ms
-//! frames and fed to the media side as if it were RTP, and the frames the media side would
-//! send as RTP become `response.output_audio.delta` events, at the pace of real playback.
+//! It is the call's [`Engine`] and [`Media`] without the peer connection: appended audio
+//! (base64 in `input_audio_buffer.append`, or Live's `session.input_audio.append`, in the
+//! session's input format) is cut into 20 ms frames and fed to the media side as if it were
+//! RTP, and the frames the media side would send as RTP become `response.output_audio.delta`
+//! (Live: `session.output_audio.delta`) events, at the pace of real playback. A Live session
+//! starts with the client's `session.start` ([`WsSession::start_live`]).
 
 use std::time::Instant;
 
@@ -14,21 +16,27 @@ use serde::Deserialize;
 
 use super::framer::Framer;
 use crate::audio::Codec;
+use crate::live::{LiveSession, config::check_start};
 use crate::model::ModelKind;
-use crate::realtime::{Action, Conversation, Transport};
+use crate::realtime::{Action, ClientError, Conversation, Transport};
+use crate::transceiver::engine::Engine;
 use crate::transceiver::media::{Job, JobDone, Media};
 
-/// What a WebSocket is opened for (`?model=` or `?intent=transcription`).
+/// What a WebSocket is opened for (`?model=`, `?intent=transcription`, or a Live session,
+/// whose config comes in its first message).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SessionRequest {
     Realtime { model: ModelKind },
     Transcription,
+    Live,
 }
 
 pub struct WsSession {
     pub id: String,
-    conv: Conversation,
+    engine: Engine,
+    /// The session's time zero (its first input), for Live's timeline.
+    epoch: Option<Instant>,
     media: Media,
     framer: Framer,
     /// Input time in the input codec's ticks: the "RTP timestamp" of the next frame.
@@ -50,11 +58,12 @@ struct Peek<'a> {
 }
 
 impl WsSession {
-    /// `session.created` is queued at once: on a WebSocket it is the first thing a client reads.
+    /// A Realtime session. `session.created` is queued at once: on a WebSocket it is the first
+    /// thing a client reads.
     pub fn new(id: String, request: &SessionRequest, expires_at_unix: u64) -> WsSession {
         let model = match request {
             SessionRequest::Realtime { model } => model.clone(),
-            SessionRequest::Transcription => ModelKind::Echo,
+            SessionRequest::Transcription | SessionRequest::Live => ModelKind::Echo,
         };
         let mut conv = Conversation::new(id.clone(), &model);
         conv.set_transport(Transport::WebSocket);
@@ -62,13 +71,48 @@ impl WsSession {
             conv.set_transcription_only();
         }
         conv.set_expires_at(expires_at_unix);
-        let (input, output) = formats(&conv);
-        let mut media = Media::for_stream(&model, input, output);
-        media.configure(&conv);
-        conv.on_channel_open();
+        let mut engine = Engine::Realtime(Box::new(conv));
+        engine.on_channel_open();
+        WsSession::with_engine(id, engine)
+    }
+
+    /// A Live session from the client's first message, which must be `session.start` with a
+    /// valid config; otherwise the Live `error` frame to send, and the socket waits for another.
+    pub fn start_live(id: String, text: &str, expires_at_unix: u64) -> Result<WsSession, String> {
+        let event: serde_json::Value = serde_json::from_str(text).map_err(|e| {
+            let e = ClientError::new("invalid_json", format!("Could not parse event JSON: {e}"));
+            crate::live::error_frame(e, None)
+        })?;
+        let client_event_id = event["event_id"].as_str().map(str::to_owned);
+        let refuse = |e: ClientError| crate::live::error_frame(e, client_event_id.clone());
+        if event["type"] != "session.start" {
+            return Err(refuse(ClientError::new(
+                "session_not_started",
+                "The first message of a Live WebSocket is session.start with the session config.",
+            )));
+        }
+        let start = check_start(&event["session"], Transport::WebSocket).map_err(refuse)?;
+        let model = crate::live::model_for(&start).map_err(refuse)?;
+        let mut live = LiveSession::new(
+            id.clone(),
+            &model,
+            start,
+            expires_at_unix,
+            Transport::WebSocket,
+        );
+        live.start(client_event_id.as_deref());
+        Ok(WsSession::with_engine(id, Engine::Live(Box::new(live))))
+    }
+
+    fn with_engine(id: String, mut engine: Engine) -> WsSession {
+        let conv = engine.conversation();
+        let (input, output) = formats(conv);
+        let mut media = Media::for_stream(&conv.model_kind(), input, output);
+        media.configure(conv);
         WsSession {
             id,
-            conv,
+            engine,
+            epoch: None,
             media,
             framer: Framer::new(input),
             input_ticks: 0,
@@ -80,19 +124,23 @@ impl WsSession {
 
     /// One text frame from the client.
     pub fn on_client_text(&mut self, now: Instant, text: &str) {
+        self.tick(now);
         let peek = serde_json::from_str::<Peek>(text).ok();
         let updates_session = peek.as_ref().is_some_and(|p| p.kind == "session.update");
         let audio = match peek {
             Some(Peek {
-                kind: "input_audio_buffer.append",
+                kind,
                 audio: Some(b64),
-            }) => base64::engine::general_purpose::STANDARD
-                .decode(b64.as_bytes())
-                .ok(),
+            }) if kind == self.engine.append_event() && self.engine.hears_input() => {
+                base64::engine::general_purpose::STANDARD
+                    .decode(b64.as_bytes())
+                    .ok()
+            }
             _ => None,
         };
         // The engine checks and answers the event (an `error` for bad base64) either way.
-        self.conv.on_client_text(text);
+        self.engine
+            .on_client_text(text, crate::live::Origin::DataChannel);
         if let Some(audio) = audio {
             let ticks = self.media.codec().frame_ticks();
             for frame in self.framer.push(&audio) {
@@ -101,7 +149,7 @@ impl WsSession {
                     &frame,
                     self.input_ticks,
                     self.input_seq,
-                    &mut self.conv,
+                    self.engine.conversation(),
                 );
                 self.input_ticks = self.input_ticks.wrapping_add(ticks);
                 self.input_seq = self.input_seq.wrapping_add(1);
@@ -111,7 +159,7 @@ impl WsSession {
         // stream's bulk, skip the config lookups.
         if updates_session {
             self.follow_formats();
-            self.media.configure(&self.conv);
+            self.media.configure(self.engine.conversation());
         }
         self.drive(now);
     }
@@ -119,30 +167,49 @@ impl WsSession {
     /// A `session.update` that changes a format changes the codecs. Audio buffered in the old
     /// input format is dropped: it cannot be read in the new one.
     fn follow_formats(&mut self) {
-        let (input, output) = formats(&self.conv);
+        let conv = self.engine.conversation();
+        let (input, output) = formats(conv);
         if (input, output) != (self.media.codec(), self.media.output_codec()) {
-            self.media = Media::for_stream(&self.conv.model_kind(), input, output);
+            self.media = Media::for_stream(&conv.model_kind(), input, output);
             self.framer = Framer::new(input);
         }
     }
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
-        self.media.on_job_done(now, done, &mut self.conv);
+        self.tick(now);
+        self.media
+            .on_job_done(now, done, self.engine.conversation());
         self.drive(now);
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.media.on_timeout(now, &mut self.conv);
+        self.tick(now);
+        self.media.on_timeout(now, self.engine.conversation());
+        self.engine.on_timeout();
         self.drive(now);
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.media.poll_timeout()
+        let protocol = match (self.engine.poll_timeout(), self.epoch) {
+            (Some(ms), Some(epoch)) => Some(epoch + std::time::Duration::from_millis(ms)),
+            _ => None,
+        };
+        [self.media.poll_timeout(), protocol]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The next server event to send.
     pub fn poll_frame(&mut self) -> Option<String> {
-        self.conv.poll_frame()
+        self.engine.poll_frame()
+    }
+
+    /// The engine's session clock: ms since the session's first input.
+    fn tick(&mut self, now: Instant) {
+        let epoch = *self.epoch.get_or_insert(now);
+        self.engine
+            .tick(now.saturating_duration_since(epoch).as_millis() as u64);
     }
 
     /// Slow work to run off this thread; results come back through [`Self::on_job_done`].
@@ -155,16 +222,18 @@ impl WsSession {
         self.ended
     }
 
-    /// The session expires as a call does: the `error` event, then the socket closes.
+    /// The session expires as a call does: the `error` event (Live: `session.closed`), then
+    /// the socket closes.
     pub fn expire(&mut self, now: Instant) {
-        self.conv.expire_session();
+        self.tick(now);
+        self.engine.expire();
         self.drive(now);
     }
 
     fn drive(&mut self, now: Instant) {
         loop {
             let mut progressed = false;
-            while let Some(action) = self.conv.poll_action() {
+            while let Some(action) = self.engine.poll_action() {
                 progressed = true;
                 if action == Action::EndCall {
                     self.ended = true;
@@ -173,13 +242,18 @@ impl WsSession {
                 if action == Action::ClearInput {
                     self.framer.clear();
                 }
-                if let Some(job) = self.media.on_action(now, action, &mut self.conv) {
+                if let Some(job) = self
+                    .media
+                    .on_action(now, action, self.engine.conversation())
+                {
                     self.jobs.push(job);
                 }
             }
-            while let Some((payload, _ticks)) = self.media.next_audio(now, &mut self.conv) {
+            while let Some((payload, _ticks)) =
+                self.media.next_audio(now, self.engine.conversation())
+            {
                 progressed = true;
-                self.conv.on_audio_out(&payload);
+                self.engine.conversation().on_audio_out(&payload);
             }
             if !progressed {
                 break;
@@ -217,8 +291,12 @@ mod tests {
     }
 
     fn append(audio: &[u8]) -> String {
+        append_as("input_audio_buffer.append", audio)
+    }
+
+    fn append_as(kind: &str, audio: &[u8]) -> String {
         let b64 = base64::engine::general_purpose::STANDARD.encode(audio);
-        json!({"type": "input_audio_buffer.append", "audio": b64}).to_string()
+        json!({"type": kind, "audio": b64}).to_string()
     }
 
     /// Runs the session in virtual time until `until`, 10 ms a step, collecting its events.
@@ -258,6 +336,15 @@ mod tests {
     /// Speech appended in real-time 100 ms chunks, then a second of silence: the server VAD
     /// ends the turn and the echo comes back as deltas, as long as the speech, in real time.
     fn spoken_turn(s: &mut WsSession, audio: &[u8], bytes_per_ms: usize) -> Vec<Value> {
+        spoken_turn_as(s, "input_audio_buffer.append", audio, bytes_per_ms)
+    }
+
+    fn spoken_turn_as(
+        s: &mut WsSession,
+        kind: &str,
+        audio: &[u8],
+        bytes_per_ms: usize,
+    ) -> Vec<Value> {
         let mut now = Instant::now();
         let mut out = Vec::new();
         drain(s, &mut out);
@@ -266,7 +353,7 @@ mod tests {
             .chunks(bytes_per_ms * 100)
             .chain(silence.chunks(bytes_per_ms * 100))
         {
-            s.on_client_text(now, &append(chunk));
+            s.on_client_text(now, &append_as(kind, chunk));
             let next = now + Duration::from_millis(100);
             run_until(s, &mut now, next, &mut out);
         }
@@ -493,5 +580,77 @@ mod tests {
         drain(&mut s, &mut out);
         assert_eq!(types(&out), ["error", "error"]);
         assert_eq!(out[0]["error"]["param"], "audio");
+    }
+
+    fn delta_bytes(events: &[Value], kind: &str) -> usize {
+        events
+            .iter()
+            .filter(|e| e["type"] == kind)
+            .map(|e| {
+                base64::engine::general_purpose::STANDARD
+                    .decode(e["delta"].as_str().unwrap())
+                    .unwrap()
+                    .len()
+            })
+            .sum()
+    }
+
+    #[test]
+    fn a_live_websocket_starts_with_session_start_and_echoes_a_turn() {
+        // Anything before session.start is refused, as is a bad config; neither ends the socket.
+        let early = WsSession::start_live(
+            "live_ws".into(),
+            r#"{"type":"session.close","event_id":"x"}"#,
+            0,
+        );
+        let e: Value = serde_json::from_str(&early.err().unwrap()).unwrap();
+        assert_eq!(e["error"]["code"], "session_not_started");
+        assert_eq!(e["client_event_id"], "x");
+        let bad = json!({"type": "session.start", "session": {"model": "echo", "audio": {"format": {"type": "audio/pcm", "rate": 16000}}}});
+        assert!(WsSession::start_live("live_ws".into(), &bad.to_string(), 0).is_err());
+        let start =
+            json!({"type": "session.start", "event_id": "s1", "session": {"model": "echo"}});
+        let mut s = WsSession::start_live("live_ws".into(), &start.to_string(), 0).unwrap();
+        let speech = speech_24k();
+        let events = spoken_turn_as(&mut s, "session.input_audio.append", &speech, 48);
+        assert_eq!(events[0]["type"], "session.started");
+        assert_eq!(events[0]["client_event_id"], "s1");
+        assert_eq!(events[0]["session"]["audio"]["format"]["type"], "audio/pcm");
+        assert!(
+            events
+                .iter()
+                .all(|e| e["type"].as_str().unwrap().starts_with("session.")),
+            "{:?}",
+            types(&events)
+        );
+        // The echo: the turn (speech, prefix padding and the VAD's silence) as audio deltas.
+        let bytes = delta_bytes(&events, "session.output_audio.delta");
+        assert!(
+            bytes >= speech.len() / 2,
+            "{bytes} bytes of audio for {} spoken",
+            speech.len()
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "session.input_transcript.delta")
+        );
+        assert!(
+            events
+                .iter()
+                .any(|e| e["type"] == "session.output_transcript.delta")
+        );
+        // session.close ends the session: the host closes the socket once the frames are out.
+        let mut now = Instant::now();
+        s.on_client_text(now, r#"{"type":"session.close"}"#);
+        let mut out = Vec::new();
+        run_until(
+            &mut s,
+            &mut now,
+            Instant::now() + Duration::from_millis(50),
+            &mut out,
+        );
+        assert!(types(&out).contains(&"session.closed"));
+        assert!(s.is_ended());
     }
 }
