@@ -418,3 +418,90 @@ async fn an_attached_sideband_steers_the_session() {
     assert_eq!(end.as_deref(), Some("session ended"));
     server.shutdown().await;
 }
+
+/// `store: true` records the session: once it has ended, `GET /v1/live/sessions/{id}/content` is
+/// a stereo WAV with the caller on the left and the model's echo on the right, each where it
+/// happened. A session that was not stored has no recording.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stored_session_can_be_downloaded_as_stereo_wav() {
+    let server = start().await;
+    let mut c = live(&server, json!({"model": "echo", "store": true})).await;
+    let id = c.call_id();
+    c.talk(&speech()).await;
+    c.talk(&silence(800)).await;
+    c.wait_for("session.usage.updated", 1).await;
+    let path = format!("/v1/live/sessions/{id}/content");
+    let live_now = http_get(server.http_addr, &path).await;
+    assert_eq!(
+        live_now.status, 404,
+        "recordings are served once the session ended"
+    );
+    c.send_event(json!({"type": "session.close"})).await;
+    c.wait_told_closed(Duration::from_secs(10)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    let wav = loop {
+        let r = common::http_get_bytes(server.http_addr, &path).await;
+        if r.0 == 200 {
+            break r.1;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no recording: {}",
+            r.0
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(&wav[..4], b"RIFF");
+    assert_eq!(u16::from_le_bytes([wav[22], wav[23]]), 2, "stereo");
+    assert_eq!(
+        u32::from_le_bytes([wav[24], wav[25], wav[26], wav[27]]),
+        24_000
+    );
+    let frames: Vec<(i16, i16)> = wav[44..]
+        .chunks_exact(4)
+        .map(|f| {
+            (
+                i16::from_le_bytes([f[0], f[1]]),
+                i16::from_le_bytes([f[2], f[3]]),
+            )
+        })
+        .collect();
+    // Loudness per 100 ms window, left (caller) and right (model).
+    let loud = |ch: fn(&(i16, i16)) -> i16| -> Vec<bool> {
+        frames
+            .chunks(2400)
+            .map(|w| w.iter().map(|f| i64::from(ch(f)).abs()).sum::<i64>() / w.len() as i64 > 200)
+            .collect()
+    };
+    let (left, right) = (loud(|f| f.0), loud(|f| f.1));
+    let first = |v: &[bool]| v.iter().position(|&x| x).unwrap_or(usize::MAX);
+    let count = |v: &[bool]| v.iter().filter(|&&x| x).count();
+    println!(
+        "recording: {:.1} s; caller loud in {} windows from {} ms, model in {} from {} ms",
+        frames.len() as f64 / 24_000.0,
+        count(&left),
+        first(&left) * 100,
+        count(&right),
+        first(&right) * 100
+    );
+    assert!(count(&left) >= 15, "the caller's speech is on the left");
+    assert!(count(&right) >= 15, "the echo is on the right");
+    assert!(
+        first(&right) > first(&left) + 25,
+        "the echo starts after the turn (≥ 2.5 s later)"
+    );
+    // A session that was not stored has none.
+    let mut other = live(&server, json!({"model": "echo"})).await;
+    let other_id = other.call_id();
+    other.send_event(json!({"type": "session.close"})).await;
+    other.wait_told_closed(Duration::from_secs(10)).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let none = http_get(
+        server.http_addr,
+        &format!("/v1/live/sessions/{other_id}/content"),
+    )
+    .await;
+    assert_eq!(none.status, 404);
+    assert!(none.body.contains("recording_not_found"), "{}", none.body);
+    server.shutdown().await;
+}

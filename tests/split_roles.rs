@@ -441,3 +441,70 @@ async fn websocket_sessions_and_sidebands_cross_the_control_api() {
     assert!(closed.is_ok(), "the sideband closes with the call");
     cluster.stop().await;
 }
+
+/// Live across the split roles: the startup config crosses the control API with the offer, a
+/// Live WebSocket runs on a transceiver, and a stored session's recording comes back through
+/// the control API.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_sessions_cross_the_control_api() {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::Message;
+
+    let cluster = start_cluster().await;
+    let http = cluster.signaling.http_addr;
+    let mut c = Client::live(
+        http,
+        serde_json::json!({"model": "tts", "store": true, "instructions": "split"}),
+    )
+    .await;
+    c.wait_connected(Duration::from_secs(10)).await;
+    let started = c.wait_for("session.started", 1).await;
+    assert_eq!(started[0]["session"]["instructions"], "split");
+    c.send_event(serde_json::json!({"type": "session.commentary.append",
+        "content": "Across the roles.", "delegation_id": null}))
+        .await;
+    c.wait_for("session.usage.updated", 1).await;
+    let id = c.call_id();
+    c.send_event(serde_json::json!({"type": "session.close"}))
+        .await;
+    c.wait_told_closed(Duration::from_secs(10)).await;
+    let path = format!("/v1/live/sessions/{id}/content");
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    let wav = loop {
+        let (status, body) = common::http_get_bytes(http, &path).await;
+        if status == 200 {
+            break body;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no recording: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(&wav[..4], b"RIFF");
+    let right: i64 = wav[44..]
+        .chunks_exact(4)
+        .map(|f| i64::from(i16::from_le_bytes([f[2], f[3]])).abs())
+        .sum();
+    assert!(right > 0, "the spoken commentary is in the recording");
+
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{http}/v1/live/sessions"))
+        .await
+        .expect("a Live WebSocket through the control API");
+    let start = serde_json::json!({"type": "session.start", "session": {"model": "echo"}});
+    ws.send(Message::Text(start.to_string().into()))
+        .await
+        .unwrap();
+    let first = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            if let Some(Ok(Message::Text(t))) = ws.next().await {
+                return serde_json::from_str::<serde_json::Value>(&t).unwrap();
+            }
+        }
+    })
+    .await
+    .expect("session.started");
+    assert_eq!(first["type"], "session.started");
+    ws.close(None).await.unwrap();
+    cluster.stop().await;
+}

@@ -259,6 +259,23 @@ impl TransceiverControl for RemoteTransceiver {
         Ok(events.map(|e| e.jsonl))
     }
 
+    async fn call_recording(&self, call_id: String) -> Result<Option<Vec<u8>>, CallError> {
+        use base64::Engine as _;
+        let (_, rec) = self
+            .request::<(), wire::Recording>(
+                hyper::Method::GET,
+                &format!("/calls/{}/recording", urlencode(&call_id)),
+                None,
+            )
+            .await?;
+        rec.map(|r| {
+            base64::engine::general_purpose::STANDARD
+                .decode(r.wav_b64)
+                .map_err(|e| self.failed(format!("bad recording: {e}")))
+        })
+        .transpose()
+    }
+
     async fn call_fault(
         &self,
         call_id: String,

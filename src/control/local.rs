@@ -75,6 +75,10 @@ impl TransceiverControl for TransceiverHandle {
         Ok(TransceiverHandle::call_events(self, call_id, since).await)
     }
 
+    async fn call_recording(&self, call_id: String) -> Result<Option<Vec<u8>>, CallError> {
+        Ok(TransceiverHandle::call_recording(self, &call_id).map(|wav| wav.to_vec()))
+    }
+
     async fn call_fault(
         &self,
         call_id: String,

@@ -70,6 +70,12 @@ pub trait TransceiverControl: Send + Sync {
         let _ = (call_id, fault);
         Err(CallError::Unavailable(self.id()))
     }
+    /// An ended Live session's recording, a stereo WAV (see
+    /// [`crate::transceiver::recording`]); `Ok(None)` when there is none here.
+    async fn call_recording(&self, call_id: String) -> Result<Option<Vec<u8>>, CallError> {
+        let _ = call_id;
+        Err(CallError::Unavailable(self.id()))
+    }
     /// Starts a Realtime session over a WebSocket on this transceiver (see
     /// [`crate::transceiver::websocket`]); placement must have called
     /// [`TransceiverControl::reserve`] first.

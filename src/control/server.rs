@@ -39,6 +39,7 @@ pub fn router(transceiver: Arc<dyn TransceiverControl>, secret: &str) -> Router 
         .route(&format!("{PREFIX}/calls/{{id}}/faults"), post(call_fault))
         .route(&format!("{PREFIX}/status"), get(status))
         .route(&format!("{PREFIX}/calls/{{id}}/events"), get(events))
+        .route(&format!("{PREFIX}/calls/{{id}}/recording"), get(recording))
         .route(&format!("{PREFIX}/sessions"), get(open_session))
         .route(&format!("{PREFIX}/calls/{{id}}/sideband"), get(sideband))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such control path") })
@@ -179,6 +180,18 @@ async fn events(
     match ctx.transceiver.call_events(id, q.since).await {
         Ok(Some(jsonl)) => Json(wire::Events { jsonl }).into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
+        Err(e) => call_error(e),
+    }
+}
+
+async fn recording(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
+    use base64::Engine as _;
+    match ctx.transceiver.call_recording(id).await {
+        Ok(Some(wav)) => Json(wire::Recording {
+            wav_b64: base64::engine::general_purpose::STANDARD.encode(wav),
+        })
+        .into_response(),
+        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no recording here"),
         Err(e) => call_error(e),
     }
 }

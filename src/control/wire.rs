@@ -107,6 +107,12 @@ pub struct ErrorBody {
 /// A call's event log: JSON Lines inside JSON, so it travels through the same request code as
 /// every other reply.
 #[derive(Debug, Serialize, Deserialize)]
+pub struct Recording {
+    /// The WAV file, base64: the control API's bodies are JSON.
+    pub wav_b64: String,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
 pub struct Events {
     pub jsonl: String,
 }

@@ -1,5 +1,5 @@
 //! OpenAI's Live API (`/v1/live/sessions`, the `openai` package's `client.live`), spoken on the
-//! same `oai-events` data channel and media path as Realtime.
+//! same `oai-events` data channel and media path as Realtime, and over a WebSocket.
 //!
 //! Live differs from Realtime in who owns the turn, not in how audio travels: the model decides
 //! when the caller has finished and when it was talked over, there is no turn-detection config,

@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 use super::calls::{
     call_error, call_not_found, check_offer, client_slot, model_for, place_call, placement_headers,
 };
-use super::websocket::{attach_sideband, key_of, serve_stream};
+use super::websocket::{attach_sideband, key_of, serve_stream, upgrade_required};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
 use crate::live::config::parse_create;
 use crate::realtime::ClientError;
@@ -104,14 +104,10 @@ pub(super) async fn connect(
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
     let upgrade = upgrade.map_err(|e| {
-        ApiError::invalid(
-            "websocket_required",
-            format!(
-                "GET /v1/live/sessions is the Live WebSocket (send session.start first); create a WebRTC session with POST ({})",
-                e.body_text()
-            ),
+        upgrade_required(
+            "GET /v1/live/sessions is the Live WebSocket (send session.start first); create a WebRTC session with POST",
+            e,
         )
-        .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
     })?;
     let key = key_of(&headers);
     sig.keys.check_call(key.as_deref()).map_err(key_error)?;
@@ -134,21 +130,36 @@ pub(super) async fn attach(
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
 ) -> Result<Response, ApiError> {
-    let upgrade = upgrade.map_err(|e| {
-        ApiError::invalid(
-            "websocket_required",
-            format!(
-                "/v1/live/sessions/{{id}}/attach is a WebSocket ({})",
-                e.body_text()
-            ),
-        )
-        .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
-    })?;
+    let upgrade =
+        upgrade.map_err(|e| upgrade_required("/v1/live/sessions/{id}/attach is a WebSocket", e))?;
     if !id.starts_with(crate::live::ID_PREFIX) {
         return Err(call_not_found(&id));
     }
     let stream = attach_sideband(&sig, key_of(&headers).as_deref(), &id).await?;
     Ok(serve_stream(upgrade, stream, "session ended", None))
+}
+
+/// `GET /v1/live/sessions/{id}/content`: the recording of an ended session started with
+/// `store: true`, a stereo WAV (caller left, model right, 24 kHz), for the key that created it,
+/// for a few minutes after it ended (see [`crate::transceiver::recording`]).
+pub(super) async fn content(
+    State(sig): State<Signaling>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let t = super::calls::owned_call(&sig, bearer(&headers), &id)?;
+    let wav = t.call_recording(id.clone()).await.map_err(call_error)?;
+    let Some(wav) = wav else {
+        return Err(ApiError::invalid(
+            "recording_not_found",
+            format!(
+                "no recording of {id:?}: a session is recorded when started with store: true, and its recording is here from when it ends until {} minutes later",
+                crate::transceiver::recording::ENDED_TTL.as_secs() / 60
+            ),
+        )
+        .with_status(StatusCode::NOT_FOUND));
+    };
+    Ok(([(header::CONTENT_TYPE, "audio/wav")], wav).into_response())
 }
 
 /// A refused config, as the service reports it: the code and the parameter's path.

@@ -201,6 +201,7 @@ impl Signaling {
             .route("/v1/live/sessions/{id}/hangup", post(calls::hangup))
             .route("/v1/live/sessions/{id}/events", get(calls::events))
             .route("/v1/live/sessions/{id}/attach", get(live::attach))
+            .route("/v1/live/sessions/{id}/content", get(live::content))
             .route("/health", get(|| async { "ok\n" }))
             .fallback(any(web::serve))
             .layer(cors);

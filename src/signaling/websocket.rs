@@ -51,14 +51,10 @@ pub(super) async fn realtime(
 ) -> Result<Response, ApiError> {
     let Query(q) = q.map_err(|e| ApiError::invalid("invalid_query", e.body_text()))?;
     let upgrade = upgrade.map_err(|e| {
-        ApiError::invalid(
-            "websocket_required",
-            format!(
-                "/v1/realtime is a WebSocket: connect with ws:// (or wss://) and ?model=NAME, ?intent=transcription or ?call_id=ID ({})",
-                e.body_text()
-            ),
+        upgrade_required(
+            "/v1/realtime is a WebSocket: connect with ws:// (or wss://) and ?model=NAME, ?intent=transcription or ?call_id=ID",
+            e,
         )
-        .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
     })?;
     let key = key_of(&headers);
     let mut slot = None;
@@ -100,6 +96,15 @@ pub(super) async fn realtime(
         }
     };
     Ok(serve_stream(upgrade, stream, reason, slot))
+}
+
+/// A plain GET where a WebSocket belongs: 426 Upgrade Required, saying what to connect with.
+pub(super) fn upgrade_required(
+    what: &str,
+    e: axum::extract::ws::rejection::WebSocketUpgradeRejection,
+) -> ApiError {
+    ApiError::invalid("websocket_required", format!("{what} ({})", e.body_text()))
+        .with_status(StatusCode::from_u16(426).unwrap_or(StatusCode::BAD_REQUEST))
 }
 
 /// A sideband on call `call_id`, for the key that created the call.

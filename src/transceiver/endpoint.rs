@@ -112,6 +112,7 @@ pub struct Endpoint {
     last_housekeeping: Instant,
     /// Where ended calls' event logs go: the transceiver's, shared by its workers.
     ended_logs: SharedEndedLogs,
+    recordings: super::recording::SharedRecordings,
 }
 
 impl Endpoint {
@@ -147,6 +148,7 @@ impl Endpoint {
             max_timer_lag: Duration::ZERO,
             last_housekeeping: now,
             ended_logs: EndedLogs::shared(),
+            recordings: super::recording::EndedRecordings::shared(),
         }
     }
 
@@ -154,6 +156,11 @@ impl Endpoint {
     /// instead of this endpoint's own.
     pub fn share_ended_logs(&mut self, logs: SharedEndedLogs) {
         self.ended_logs = logs;
+    }
+
+    /// Where ended sessions' recordings go (see [`super::recording`]).
+    pub fn share_recordings(&mut self, recordings: super::recording::SharedRecordings) {
+        self.recordings = recordings;
     }
 
     /// A live call's event log from `since` as JSON Lines (see [`super::event_log`]); `None`
@@ -857,6 +864,9 @@ impl Endpoint {
         // Kept even for a call that panicked: that log is the bug report.
         let log = s.take_event_log();
         event_log::lock(&self.ended_logs).insert(now, s.call_id.clone(), log);
+        if let Some(wav) = s.take_recording() {
+            super::recording::lock(&self.recordings).insert(now, s.call_id.clone(), wav);
+        }
         log::info!(
             "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",
             s.call_id,

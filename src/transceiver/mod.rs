@@ -15,6 +15,7 @@ pub mod impairment;
 mod mailbox;
 pub(crate) mod media;
 mod peer;
+pub mod recording;
 mod session;
 pub mod sideband;
 pub mod websocket;
@@ -268,6 +269,7 @@ pub struct TransceiverHandle {
     stop: Arc<AtomicBool>,
     /// Ended calls' event logs, which the workers put here and signaling reads.
     ended_logs: event_log::SharedEndedLogs,
+    recordings: recording::SharedRecordings,
     /// WebSocket sessions running here (see [`websocket`]).
     ws_sessions: Arc<AtomicUsize>,
 }
@@ -425,6 +427,11 @@ impl TransceiverHandle {
         live.or_else(|| {
             event_log::read_ended(&self.ended_logs, std::time::Instant::now(), &call_id, since)
         })
+    }
+
+    /// An ended Live session's recording (see [`recording`]), while it is kept.
+    pub fn call_recording(&self, call_id: &str) -> Option<Arc<Vec<u8>>> {
+        recording::lock(&self.recordings).get(std::time::Instant::now(), call_id)
     }
 
     /// Starts a Realtime session over a WebSocket here (see [`websocket`]). Placement must
@@ -616,6 +623,7 @@ pub fn spawn_in_process(
     let certificate = generate_certificate()?;
     let stop = Arc::new(AtomicBool::new(false));
     let ended_logs = event_log::EndedLogs::shared();
+    let recordings = recording::EndedRecordings::shared();
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
@@ -644,6 +652,7 @@ pub fn spawn_in_process(
             stop: stop.clone(),
             mailbox: mailbox.clone(),
             ended_logs: ended_logs.clone(),
+            recordings: recordings.clone(),
         });
         threads.push(
             std::thread::Builder::new()
@@ -663,6 +672,7 @@ pub fn spawn_in_process(
         draining: Arc::new(AtomicBool::new(false)),
         stop,
         ended_logs,
+        recordings,
         ws_sessions: Arc::default(),
     };
     Ok((handle, threads))

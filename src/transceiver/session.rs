@@ -154,6 +154,8 @@ pub struct Session {
     events: EventLog,
     /// Sideband WebSockets attached to the call (see [`super::sideband`]).
     sidebands: super::sideband::Sidebands,
+    /// Both directions' audio, for a Live session started with `store: true`.
+    recorder: Option<super::recording::Recorder>,
 }
 
 pub struct NewSession {
@@ -171,6 +173,12 @@ pub struct NewSession {
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
         let media = Media::for_model(&n.setup.model, n.codec);
+        let stored = n
+            .setup
+            .live
+            .as_ref()
+            .is_some_and(|l| l.session["store"] == true);
+        let recorder = stored.then(|| super::recording::Recorder::new(n.codec, n.codec));
         let expires_at = crate::realtime::session_limits::expires_at_unix();
         let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
         if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {
@@ -218,6 +226,7 @@ impl Session {
             end_grace: DEFAULT_END_GRACE,
             events: EventLog::starting(now),
             sidebands: Default::default(),
+            recorder,
         }
     }
 
@@ -453,6 +462,10 @@ impl Session {
             RTCMessage::RtpPacket(_, pkt) => {
                 self.last_heard = now;
                 self.counters.audio_frames_in += 1;
+                let at = self.session_ms(now);
+                if let Some(r) = &mut self.recorder {
+                    r.caller(at, &pkt.payload);
+                }
                 if !self.engine.hears_input() {
                     // Live's input mute: the model hears nothing, as if the caller were silent.
                     return;
@@ -508,8 +521,19 @@ impl Session {
 
     /// The engine's session clock: ms since the call was created.
     fn tick(&mut self, now: Instant) {
-        let ms = now.saturating_duration_since(self.created).as_millis() as u64;
+        let ms = self.session_ms(now);
         self.engine.tick(ms);
+    }
+
+    fn session_ms(&self, now: Instant) -> u64 {
+        now.saturating_duration_since(self.created).as_millis() as u64
+    }
+
+    /// The recording as a WAV file, when the session was stored; taken when the call ends.
+    pub fn take_recording(&mut self) -> Option<Vec<u8>> {
+        self.recorder
+            .take()
+            .map(super::recording::Recorder::into_wav)
     }
 
     /// Every server event goes to the data channel and to each sideband.
@@ -538,6 +562,10 @@ impl Session {
     /// the timestamp.
     fn send_audio(&mut self, now: Instant, payload: Bytes, samples: u32) {
         self.first_audio_at.get_or_insert(now);
+        let at = self.session_ms(now);
+        if let Some(r) = &mut self.recorder {
+            r.model(at, &payload);
+        }
         if self.state != SessionState::Connected {
             return;
         }

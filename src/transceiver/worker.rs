@@ -46,6 +46,7 @@ pub(super) struct WorkerParts {
     pub local: Option<(Arc<LocalLinks>, LocalInbox)>,
     /// The transceiver's store of ended calls' event logs.
     pub ended_logs: super::event_log::SharedEndedLogs,
+    pub recordings: super::recording::SharedRecordings,
 }
 
 pub(super) struct Worker {
@@ -73,6 +74,7 @@ impl Worker {
         let mut endpoint =
             Endpoint::new(Instant::now(), p.cfg, p.index, p.advertise, p.certificate);
         endpoint.share_ended_logs(p.ended_logs);
+        endpoint.share_recordings(p.recordings);
         Worker {
             id,
             index: p.index,

@@ -70,6 +70,27 @@ pub async fn http_post_auth(
     request("POST", addr, path, content_type, body, Some(key), &[]).await
 }
 
+/// A GET whose body is binary (a WAV): the status and the body's bytes.
+pub async fn http_get_bytes(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
+    let mut s = tokio::net::TcpStream::connect(addr)
+        .await
+        .expect("connect http");
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let split = raw
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header block");
+    let status = String::from_utf8_lossy(&raw[..split])
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .expect("a status");
+    (status, raw[split + 4..].to_vec())
+}
+
 /// Any method, path, content type and body, as a client sends it.
 pub async fn http_request(
     method: &str,

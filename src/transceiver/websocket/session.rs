@@ -321,16 +321,7 @@ mod tests {
     }
 
     fn audio_bytes(events: &[Value]) -> usize {
-        events
-            .iter()
-            .filter(|e| e["type"] == "response.output_audio.delta")
-            .map(|e| {
-                base64::engine::general_purpose::STANDARD
-                    .decode(e["delta"].as_str().unwrap())
-                    .unwrap()
-                    .len()
-            })
-            .sum()
+        delta_bytes(events, "response.output_audio.delta")
     }
 
     /// Speech appended in real-time 100 ms chunks, then a second of silence: the server VAD
