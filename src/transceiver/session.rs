@@ -58,8 +58,13 @@ pub struct ClientReport {
 /// How long an expired session stays open for its last events to arrive, with no faults on
 /// the path (the stack does not report what SCTP has acknowledged).
 const DEFAULT_END_GRACE: Duration = Duration::from_secs(1);
-/// Between closing `oai-events` and closing the call, for the stream reset to reach the client.
-const CHANNEL_CLOSE_GRACE: Duration = Duration::from_millis(300);
+/// After the server closes `oai-events`, how long the client has to close its side (it sees a
+/// clean close, and usually hangs up itself) before the call is closed regardless.
+const CHANNEL_CLOSE_GRACE: Duration = Duration::from_secs(2);
+/// Once both sides have closed `oai-events`, the call goes this much later: the client's stack
+/// may still be delivering the channel's close to the page, and an association abort arriving
+/// first would show there as a transport error.
+const AFTER_CHANNEL_CLOSE: Duration = Duration::from_millis(500);
 
 /// Where replies go next: a client address and the relay that carried it, from a binding request
 /// the stack has not answered yet. The stack answers only a check carrying the ICE password
@@ -316,7 +321,7 @@ impl Session {
                     if let Some(mut dc) = self.pc.data_channel(id) {
                         let _ = dc.close();
                     }
-                    // Closed as soon as the client has closed its side too.
+                    // The call ends once the client has closed its side too, or after the grace.
                     self.closing_channel = Some(id);
                     self.close_at = Some(now + CHANNEL_CLOSE_GRACE);
                 }
@@ -444,7 +449,14 @@ impl Session {
                 }
             }
             RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnClose(id))
-                if self.events_channel == Some(id) || self.closing_channel == Some(id) =>
+                if self.closing_channel == Some(id) =>
+            {
+                // The server's close completed: the call ends shortly (see above).
+                self.closing_channel = None;
+                self.close_at = Some(now + AFTER_CHANNEL_CLOSE);
+            }
+            RTCPeerConnectionEvent::OnDataChannel(RTCDataChannelEvent::OnClose(id))
+                if self.events_channel == Some(id) =>
             {
                 // Realtime clients close `oai-events` only when they hang up (the SDK's
                 // close() closes it, then the peer connection), and some stacks never send
