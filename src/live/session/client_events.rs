@@ -1,0 +1,298 @@
+//! Live client events into the turn engine's operations: validation and the data channel's
+//! permissions first, then one arm per event.
+
+use serde_json::{Map, Value, json};
+
+use super::delegation::BackendTurn;
+use super::{LiveSession, Origin};
+use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
+use crate::model::ModelKind;
+use crate::realtime::{ClientError, Transport};
+
+impl LiveSession {
+    /// One client event, from the data channel or a sideband.
+    pub fn on_client_text(&mut self, text: &str, origin: Origin) {
+        let obj = match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(obj)) => obj,
+            Ok(_) => {
+                return self.error(
+                    ClientError::new("invalid_json", "An event must be a JSON object."),
+                    None,
+                );
+            }
+            Err(e) => {
+                let e =
+                    ClientError::new("invalid_json", format!("Could not parse event JSON: {e}"));
+                return self.error(e, None);
+            }
+        };
+        let event_id = obj
+            .get("event_id")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let result = match obj.get("type").and_then(Value::as_str) {
+            None => Err(ClientError::missing("type")),
+            Some(kind) if origin == Origin::DataChannel && !self.data_channel_sends(kind) => {
+                Err(ClientError::new(
+                    "event_not_permitted",
+                    format!("This session's data channel may not send '{kind}' (client.data_channel.allowed_client_events)."),
+                )
+                .param("type"))
+            }
+            Some(_) if self.closed => Err(ClientError::new(
+                "session_closed",
+                "The session is closed.",
+            )),
+            Some(kind) => self.dispatch(kind, &obj, event_id.as_deref()),
+        };
+        if let Err(e) = result {
+            self.error(e, event_id);
+        }
+        self.pump();
+    }
+
+    fn dispatch(
+        &mut self,
+        kind: &str,
+        obj: &Map<String, Value>,
+        event_id: Option<&str>,
+    ) -> Result<(), ClientError> {
+        match kind {
+            "session.update" => {
+                let update = obj
+                    .get("session")
+                    .ok_or_else(|| ClientError::missing("session"))?;
+                let next = config::apply_update(&self.session, update)?;
+                let delegation_changed = next["delegation"] != self.session["delegation"];
+                self.session = next;
+                if delegation_changed {
+                    self.configure_engine();
+                }
+                self.emit(
+                    "session.updated",
+                    json!({"session": self.session}),
+                    event_id,
+                );
+            }
+            "session.input_audio.mute" => {
+                self.muted = true;
+                self.emit("session.input_audio.muted", json!({}), event_id);
+            }
+            "session.input_audio.unmute" => {
+                self.muted = false;
+                self.emit("session.input_audio.unmuted", json!({}), event_id);
+            }
+            "session.instructions.append"
+            | "session.thinking.append"
+            | "session.commentary.append" => {
+                self.append(kind, obj, event_id)?;
+            }
+            "response.item.create" => {
+                self.require_responses(kind)?;
+                let item = match obj.get("item") {
+                    Some(Value::Object(item)) => engine_item(item),
+                    Some(_) => return Err(ClientError::wrong_type("item", "an object")),
+                    None => return Err(ClientError::missing("item")),
+                };
+                self.engine_event(
+                    json!({"type": "conversation.item.create", "event_id": event_id, "item": item}),
+                );
+            }
+            "response.create" => {
+                self.require_responses(kind)?;
+                if self.conv.active_response().is_some() {
+                    return Err(ClientError::new(
+                        "response_in_progress",
+                        "The Responses backend is still answering; wait for its response.completed.",
+                    ));
+                }
+                let delegation_id = self
+                    .delegations
+                    .iter()
+                    .rev()
+                    .find(|d| d.target == DelegationTarget::Responses)
+                    .map(|d| d.id.clone());
+                self.backend = Some(BackendTurn {
+                    delegation_id,
+                    client_event_id: event_id.map(str::to_owned),
+                    response_id: None,
+                    text: String::new(),
+                    calls: Vec::new(),
+                });
+                self.engine_event(json!({"type": "response.create", "event_id": event_id}));
+            }
+            "session.close" => self.close("close_requested", event_id),
+            "session.start" => {
+                return Err(ClientError::new(
+                    "session_already_started",
+                    "The session has started: session.start is only the first message of a Live WebSocket (a WebRTC session starts when it is created).",
+                ));
+            }
+            "session.input_audio.append" if self.conv.transport() == Transport::WebSocket => {
+                // The host feeds the audio to the media side; appends have no acknowledgement.
+                use base64::Engine as _;
+                match obj.get("audio") {
+                    Some(Value::String(b64)) => {
+                        if base64::engine::general_purpose::STANDARD
+                            .decode(b64)
+                            .is_err()
+                        {
+                            return Err(ClientError::invalid("audio", "it is not valid base64"));
+                        }
+                    }
+                    Some(_) => return Err(ClientError::wrong_type("audio", "a base64 string")),
+                    None => return Err(ClientError::missing("audio")),
+                }
+            }
+            "session.input_audio.append" => {
+                return Err(ClientError::new(
+                    "invalid_transport",
+                    "On WebRTC the caller's audio travels on the audio track; session.input_audio.append is for the primary WebSocket.",
+                ));
+            }
+            "session.output_audio.fixture.play" => {
+                return Err(ClientError::new(
+                    "unsupported_event",
+                    "voice-edge does not implement audio fixtures yet; on OpenAI they play over a primary WebSocket or a sideband.",
+                ));
+            }
+            "transport.dtmf.send" => {
+                return Err(ClientError::new(
+                    "invalid_transport",
+                    "DTMF needs a SIP session's sideband.",
+                ));
+            }
+            "decision.create" | "decision.item.create" | "decision.item.delete" => {
+                return Err(ClientError::new(
+                    "unsupported_event",
+                    "voice-edge does not implement Decisions delegation.",
+                ));
+            }
+            other => {
+                return Err(ClientError::invalid(
+                    "type",
+                    format!("'{other}' is not a Live client event"),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// `session.instructions.append`, `session.thinking.append`, `session.commentary.append`.
+    fn append(
+        &mut self,
+        kind: &str,
+        obj: &Map<String, Value>,
+        event_id: Option<&str>,
+    ) -> Result<(), ClientError> {
+        let content = match obj.get("content") {
+            Some(Value::String(s)) if s.trim().is_empty() => {
+                return Err(ClientError::invalid("content", "it is empty"));
+            }
+            Some(Value::String(s)) if s.chars().count() > MAX_APPEND_CHARS => {
+                return Err(ClientError::invalid(
+                    "content",
+                    "it is limited to 500 tokens",
+                ));
+            }
+            Some(Value::String(s)) => s.clone(),
+            Some(_) => return Err(ClientError::wrong_type("content", "a string")),
+            None => return Err(ClientError::missing("content")),
+        };
+        let delegation = match obj.get("delegation_id") {
+            None => return Err(ClientError::missing("delegation_id")),
+            Some(Value::Null) => None,
+            Some(Value::String(id)) => {
+                if DelegationTarget::of(&self.session) == DelegationTarget::Responses {
+                    return Err(ClientError::invalid(
+                        "delegation_id",
+                        "delegation ids are not accepted with Responses delegation",
+                    ));
+                }
+                match self.delegations.iter().position(|d| &d.id == id) {
+                    Some(i) => Some(i),
+                    None => {
+                        return Err(ClientError::invalid(
+                            "delegation_id",
+                            format!("no delegation '{id}' in this session"),
+                        ));
+                    }
+                }
+            }
+            Some(_) => return Err(ClientError::wrong_type("delegation_id", "a string or null")),
+        };
+        let acked = kind.replace(".append", ".appended");
+        let at = json!({"start_ms": self.now_ms, "end_ms": self.now_ms});
+        match kind {
+            "session.instructions.append" => {
+                self.engine_event(json!({"type": "conversation.item.create", "item": {
+                    "type": "message", "role": "system",
+                    "content": [{"type": "input_text", "text": content}]}}));
+                self.emit(&acked, at, event_id);
+            }
+            "session.thinking.append" => {
+                self.ack_due = None;
+                self.emit(&acked, at, event_id);
+            }
+            _ => {
+                self.ack_due = None;
+                self.emit(&acked, at, event_id);
+                let in_band = matches!(self.conv.model_kind(), ModelKind::Script(_));
+                match delegation {
+                    Some(i) if !self.delegations[i].answered => {
+                        self.delegations[i].answered = true;
+                        let call_id = self.delegations[i].call_id.clone();
+                        self.engine_event(json!({"type": "conversation.item.create", "item": {
+                            "type": "function_call_output", "call_id": call_id, "output": content}}));
+                        if in_band {
+                            // A script says what follows a delegation's result in its
+                            // `tool_output` turn.
+                            self.to_say.push_back(String::new());
+                            self.say_next();
+                            return Ok(());
+                        }
+                        self.say(content);
+                    }
+                    _ => self.say(content),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn require_responses(&self, kind: &str) -> Result<(), ClientError> {
+        if DelegationTarget::of(&self.session) == DelegationTarget::Responses {
+            return Ok(());
+        }
+        Err(ClientError::new(
+            "delegation_required",
+            format!("'{kind}' needs Responses delegation (session.delegation.type 'responses')."),
+        ))
+    }
+
+    fn data_channel_sends(&self, kind: &str) -> bool {
+        match self.session["client"]["data_channel"].get("allowed_client_events") {
+            Some(Value::Array(list)) => list.iter().any(|k| k == kind),
+            _ => true,
+        }
+    }
+}
+
+/// A Responses input item as the turn engine takes it: a message's string content becomes
+/// one text part.
+fn engine_item(item: &Map<String, Value>) -> Value {
+    let mut item = Value::Object(item.clone());
+    if let Some(text) = item["content"].as_str().map(str::to_owned) {
+        let part = if item["role"] == "assistant" {
+            "output_text"
+        } else {
+            "input_text"
+        };
+        item["content"] = json!([{"type": part, "text": text}]);
+        item["type"] = Value::from("message");
+    }
+    if item["type"].is_null() && item["role"].is_string() {
+        item["type"] = Value::from("message");
+    }
+    item
+}

@@ -1,0 +1,215 @@
+//! The turn engine's side: it is configured the way a Live model behaves, and its Realtime
+//! server events come back out as Live ones, stamped on the session's timeline.
+
+use serde_json::{Value, json};
+
+use super::LiveSession;
+use super::delegation::DELEGATE_TOOL;
+use crate::live::config::{self, DelegationTarget};
+use crate::realtime::ClientError;
+
+/// Output transcript deltas are released as their words are played; each is stamped with the
+/// span its word takes at the engine's pacing estimate.
+const MS_PER_WORD: u64 = 400;
+
+impl LiveSession {
+    /// Configures the turn engine as a Live model behaves: it answers when the caller stops,
+    /// yields when talked over, transcribes every turn, and delegates through a function call.
+    pub(super) fn configure_engine(&mut self) {
+        let (tools, choice) = match DelegationTarget::of(&self.session) {
+            DelegationTarget::Client => (
+                vec![json!({
+                    "type": "function",
+                    "name": DELEGATE_TOOL,
+                    "description": "Hand a task to the app.",
+                    "parameters": {"type": "object", "properties": {"task": {"type": "string"}}},
+                })],
+                json!("auto"),
+            ),
+            DelegationTarget::Responses => {
+                let r = &self.session["delegation"]["responses"];
+                let tools: Vec<Value> = r["tools"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|t| t["type"] == "function")
+                    .map(|t| {
+                        json!({"type": "function", "name": t["name"],
+                               "description": t["description"].as_str().unwrap_or(""),
+                               "parameters": if t["parameters"].is_object() { t["parameters"].clone() } else { json!({"type": "object", "properties": {}}) }})
+                    })
+                    .collect();
+                let choice = match &r["tool_choice"] {
+                    c @ (Value::String(_) | Value::Object(_)) => c.clone(),
+                    _ => json!("auto"),
+                };
+                (tools, choice)
+            }
+        };
+        let mut session = json!({
+            "type": "realtime",
+            "audio": {"input": {
+                "transcription": {"model": "gpt-4o-transcribe"},
+                "turn_detection": {"type": "server_vad", "create_response": true, "interrupt_response": true},
+            }},
+            "tools": tools,
+            "tool_choice": choice,
+        });
+        if let Some(i) = self.session["instructions"].as_str() {
+            session["instructions"] = Value::from(i);
+        }
+        let format = &self.session["audio"]["format"];
+        if let Some(kind) = format["type"].as_str() {
+            // Realtime's format objects: a rate only for PCM.
+            let f = if kind == "audio/pcm" {
+                json!({"type": kind, "rate": 24_000})
+            } else {
+                json!({"type": kind})
+            };
+            session["audio"]["input"]["format"] = f.clone();
+            session["audio"]["output"] = json!({"format": f});
+        }
+        self.engine_event(json!({"type": "session.update", "session": session}));
+    }
+
+    /// Startup history becomes the engine's conversation (developer messages as system ones).
+    pub(super) fn load_history(&mut self) {
+        let items = self.session["input"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for item in &items {
+            let text = config::input_text(item);
+            let (role, part) = match item["role"].as_str() {
+                Some("developer") => ("system", "input_text"),
+                Some("assistant") => ("assistant", "output_text"),
+                _ => ("user", "input_text"),
+            };
+            self.engine_event(json!({"type": "conversation.item.create", "item": {
+                "type": "message", "role": role, "content": [{"type": part, "text": text}]}}));
+        }
+        self.answer_history = items.last().is_some_and(|i| i["role"] == "user");
+    }
+
+    /// Moves the turn engine's events into Live ones.
+    pub(super) fn pump(&mut self) {
+        let heard = self.conv.input_heard_ms();
+        if heard > 0 && self.now_ms > heard {
+            self.input_offset = self.now_ms - heard;
+        }
+        while let Some(frame) = self.conv.poll_frame() {
+            let Ok(ev) = serde_json::from_str::<Value>(&frame) else {
+                continue;
+            };
+            self.translate(&ev);
+        }
+    }
+
+    fn translate(&mut self, ev: &Value) {
+        match ev["type"].as_str().unwrap_or_default() {
+            "input_audio_buffer.speech_started" => {
+                self.turn_span = (ev["audio_start_ms"].as_u64().unwrap_or(0), 0);
+            }
+            "input_audio_buffer.speech_stopped" => {
+                self.turn_span.1 = ev["audio_end_ms"].as_u64().unwrap_or(self.turn_span.0);
+            }
+            "conversation.item.input_audio_transcription.delta" => {
+                if let Some(d) = ev["delta"].as_str() {
+                    self.input_words.push(d.to_owned());
+                }
+            }
+            "conversation.item.input_audio_transcription.completed" => self.input_transcript(),
+            "response.created" => {
+                if let Some(b) = self.backend.as_mut().filter(|b| b.response_id.is_none()) {
+                    let id = ev["response"]["id"].as_str().unwrap_or_default().to_owned();
+                    b.response_id = Some(id.clone());
+                    let model = self.session["delegation"]["responses"]["model"].clone();
+                    let response = json!({"id": id, "object": "response", "status": "in_progress",
+                                          "model": model, "output": []});
+                    self.backend_event(json!({"type": "response.created", "response": response}));
+                }
+            }
+            "response.output_audio_transcript.delta" | "response.output_text.delta" => {
+                let delta = ev["delta"].as_str().unwrap_or_default();
+                let words = delta.split_whitespace().count().max(1) as u64;
+                let body = json!({"delta": delta, "start_ms": self.now_ms,
+                                  "end_ms": self.now_ms + words * MS_PER_WORD});
+                self.emit("session.output_transcript.delta", body, None);
+                if let Some(b) = self
+                    .backend
+                    .as_mut()
+                    .filter(|b| b.response_id.as_deref() == ev["response_id"].as_str())
+                {
+                    b.text.push_str(delta);
+                    let item_id = ev["item_id"].clone();
+                    self.backend_event(json!({"type": "response.output_text.delta", "item_id": item_id,
+                                              "output_index": 0, "content_index": 0, "delta": delta}));
+                }
+            }
+            // On a WebSocket the audio itself travels as events.
+            "response.output_audio.delta" => {
+                self.emit(
+                    "session.output_audio.delta",
+                    json!({"delta": ev["delta"]}),
+                    None,
+                );
+            }
+            "response.output_item.done" if ev["item"]["type"] == "function_call" => {
+                self.delegate(&ev["item"]);
+            }
+            "response.done" => {
+                let id = ev["response"]["id"].as_str();
+                if let Some(b) = self.backend.take_if(|b| b.response_id.as_deref() == id) {
+                    self.backend_done(b, &ev["response"]);
+                }
+                self.emit(
+                    "session.usage.updated",
+                    json!({"usage": self.usage()}),
+                    None,
+                );
+                self.say_next();
+            }
+            "error" => self.engine_error(&ev["error"]),
+            _ => {}
+        }
+    }
+
+    /// The turn's words as `session.input_transcript.delta`s, each stamped with its share of
+    /// the turn (input audio time).
+    fn input_transcript(&mut self) {
+        let words = std::mem::take(&mut self.input_words);
+        let (start, end) = self.turn_span;
+        let (start, end) = (
+            start + self.input_offset,
+            end.max(start) + self.input_offset,
+        );
+        let n = words.len().max(1) as u64;
+        let span = end - start;
+        for (i, w) in words.into_iter().enumerate() {
+            let i = i as u64;
+            let body = json!({"delta": w, "start_ms": start + span * i / n,
+                              "end_ms": start + span * (i + 1) / n});
+            self.emit("session.input_transcript.delta", body, None);
+        }
+    }
+
+    /// An `error` from the turn engine: about a client event we passed on (its id comes back),
+    /// a model's failure, or a script's `session_expired`, which ends a Live session.
+    fn engine_error(&mut self, e: &Value) {
+        if e["code"] == "session_expired" {
+            return self.close("expired", None);
+        }
+        let error = ClientError {
+            kind: if e["type"] == "server_error" {
+                "server_error"
+            } else {
+                "invalid_request_error"
+            },
+            code: e["code"].as_str().unwrap_or("error").to_owned().into(),
+            message: e["message"].as_str().unwrap_or_default().to_owned(),
+            param: e["param"].as_str().map(str::to_owned),
+            event_id: None,
+        };
+        self.error(error, e["event_id"].as_str().map(str::to_owned));
+    }
+}
