@@ -51,19 +51,54 @@ impl RedisServer {
             if child.try_wait().ok().flatten().is_some() {
                 return None;
             }
-            if std::net::TcpStream::connect(addr).is_ok() {
-                std::thread::sleep(Duration::from_millis(20));
-                if child.try_wait().ok().flatten().is_none() {
-                    return Some(RedisServer { addr, child });
-                }
-                return None;
+            match serving_pid(addr, args) {
+                Some(pid) if pid == child.id() => return Some(RedisServer { addr, child }),
+                // Another test's Redis won the port (ours is about to exit): try another port.
+                Some(_) => break,
+                None => std::thread::sleep(Duration::from_millis(20)),
             }
-            std::thread::sleep(Duration::from_millis(20));
         }
         let _ = child.kill();
         let _ = child.wait();
         None
     }
+}
+
+/// The process id of the Redis answering on `addr`, if one answers. A TCP connect alone does
+/// not prove the server is ours: another test's Redis may hold the port, and a loopback connect
+/// to a port nobody listens on can even connect to itself (TCP simultaneous open).
+fn serving_pid(addr: SocketAddr, args: &[&str]) -> Option<u32> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    s.set_read_timeout(Some(Duration::from_millis(500))).ok()?;
+    // A password given in `args` must be sent first, or INFO is refused.
+    if let Some(i) = args.iter().position(|a| *a == "--requirepass") {
+        let pass = args.get(i + 1)?;
+        write!(s, "AUTH {pass}\r\n").ok()?;
+        let mut ok = [0u8; 5];
+        s.read_exact(&mut ok).ok()?;
+    }
+    s.write_all(b"INFO server\r\n").ok()?;
+    // The reply is one bulk string, `$<len>\r\n<text>\r\n`: read all of it.
+    let mut reply = Vec::new();
+    let mut buf = [0u8; 4096];
+    let text = loop {
+        let n = s.read(&mut buf).ok()?;
+        if n == 0 {
+            return None;
+        }
+        reply.extend_from_slice(&buf[..n]);
+        let head_end = reply.windows(2).position(|w| w == b"\r\n")?;
+        let len: usize = std::str::from_utf8(reply.get(1..head_end)?)
+            .ok()?
+            .parse()
+            .ok()?;
+        if reply.len() >= head_end + 2 + len {
+            break String::from_utf8_lossy(&reply[head_end + 2..head_end + 2 + len]).into_owned();
+        }
+    };
+    let line = text.lines().find(|l| l.starts_with("process_id:"))?;
+    line["process_id:".len()..].trim().parse().ok()
 }
 
 impl Drop for RedisServer {
