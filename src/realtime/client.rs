@@ -4,7 +4,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::events::{ClientError, required_str};
+use super::events::{ClientError, ClientEvent, required_str};
 use super::items::{Item, Origin, audio_ms, client_item};
 use super::response::ResponseRequest;
 use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
@@ -35,28 +35,15 @@ impl Conversation {
         // `session.created` must come first even if the transport reports a message before it
         // reports the channel open.
         self.on_channel_open();
-        let parsed: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                let err =
-                    ClientError::new("invalid_json", format!("Could not parse event JSON: {e}"));
-                return self.out.error(err);
-            }
+        let event = match ClientEvent::parse(text) {
+            Ok(event) => event,
+            Err(e) => return self.out.error(e),
         };
-        let Value::Object(obj) = parsed else {
-            let err = ClientError::new("invalid_json", "An event must be a JSON object.");
-            return self.out.error(err);
-        };
-        let event_id = obj
-            .get("event_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let result = match obj.get("type").and_then(Value::as_str) {
-            None => Err(ClientError::missing("type")),
-            Some(kind) => self.dispatch(kind, &obj, text.len()),
-        };
+        let result = event
+            .kind()
+            .and_then(|kind| self.dispatch(kind, &event.body, text.len()));
         if let Err(mut e) = result {
-            e.event_id = event_id;
+            e.event_id = event.event_id;
             self.out.error(e);
         }
     }

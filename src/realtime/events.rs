@@ -117,6 +117,44 @@ impl ClientError {
     }
 }
 
+/// A client event's envelope as Realtime and Live both read it: a JSON object, whose `event_id`
+/// every error about it echoes. The `type` is asked for separately, because its absence is such
+/// an error.
+pub struct ClientEvent {
+    pub body: Map<String, Value>,
+    pub event_id: Option<String>,
+}
+
+impl ClientEvent {
+    /// Refused as `invalid_json`, with no `event_id` to echo, when the text is not an object.
+    pub fn parse(text: &str) -> Result<ClientEvent, ClientError> {
+        match serde_json::from_str::<Value>(text) {
+            Ok(Value::Object(body)) => {
+                let event_id = body
+                    .get("event_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned);
+                Ok(ClientEvent { body, event_id })
+            }
+            Ok(_) => Err(ClientError::new(
+                "invalid_json",
+                "An event must be a JSON object.",
+            )),
+            Err(e) => Err(ClientError::new(
+                "invalid_json",
+                format!("Could not parse event JSON: {e}"),
+            )),
+        }
+    }
+
+    pub fn kind(&self) -> Result<&str, ClientError> {
+        self.body
+            .get("type")
+            .and_then(Value::as_str)
+            .ok_or_else(|| ClientError::missing("type"))
+    }
+}
+
 /// `obj[key]` as a string, or the matching error.
 pub(super) fn required_str<'a>(
     obj: &'a Map<String, Value>,

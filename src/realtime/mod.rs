@@ -38,7 +38,7 @@ mod tests;
 
 pub use session_config::TurnDetection;
 // The Live engine reports its refusals in the same terms (see `crate::live`).
-pub use events::ClientError;
+pub use events::{ClientError, ClientEvent};
 // The fuzz target checks the item cap holds whatever the client sends.
 pub(crate) use items::MAX_ITEMS;
 

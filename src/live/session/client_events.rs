@@ -7,46 +7,30 @@ use super::delegation::BackendTurn;
 use super::{LiveSession, Origin};
 use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
 use crate::model::ModelKind;
-use crate::realtime::{ClientError, Transport};
+use crate::realtime::{ClientError, ClientEvent, Transport};
 
 impl LiveSession {
     /// One client event, from the data channel or a sideband.
     pub fn on_client_text(&mut self, text: &str, origin: Origin) {
-        let obj = match serde_json::from_str::<Value>(text) {
-            Ok(Value::Object(obj)) => obj,
-            Ok(_) => {
-                return self.error(
-                    ClientError::new("invalid_json", "An event must be a JSON object."),
-                    None,
-                );
-            }
-            Err(e) => {
-                let e =
-                    ClientError::new("invalid_json", format!("Could not parse event JSON: {e}"));
-                return self.error(e, None);
-            }
+        let event = match ClientEvent::parse(text) {
+            Ok(event) => event,
+            Err(e) => return self.error(e, None),
         };
-        let event_id = obj
-            .get("event_id")
-            .and_then(Value::as_str)
-            .map(str::to_owned);
-        let result = match obj.get("type").and_then(Value::as_str) {
-            None => Err(ClientError::missing("type")),
-            Some(kind) if origin == Origin::DataChannel && !self.data_channel_sends(kind) => {
+        let result = event.kind().and_then(|kind| {
+            if origin == Origin::DataChannel && !self.data_channel_sends(kind) {
                 Err(ClientError::new(
                     "event_not_permitted",
                     format!("This session's data channel may not send '{kind}' (client.data_channel.allowed_client_events)."),
                 )
                 .param("type"))
+            } else if self.closed {
+                Err(ClientError::new("session_closed", "The session is closed."))
+            } else {
+                self.dispatch(kind, &event.body, event.event_id.as_deref())
             }
-            Some(_) if self.closed => Err(ClientError::new(
-                "session_closed",
-                "The session is closed.",
-            )),
-            Some(kind) => self.dispatch(kind, &obj, event_id.as_deref()),
-        };
+        });
         if let Err(e) = result {
-            self.error(e, event_id);
+            self.error(e, event.event_id);
         }
         self.pump();
     }
