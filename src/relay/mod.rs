@@ -15,6 +15,7 @@
 pub mod counters;
 pub mod flow_cache;
 pub mod flows;
+pub mod route;
 pub mod socket;
 mod worker;
 
@@ -29,8 +30,8 @@ use counters::{CounterSnapshot, Counters};
 pub use flow_cache::FlowCacheConfig;
 use flows::SharedFlows;
 
-use crate::membership::ClusterMembers;
 use crate::routing::RouteKeys;
+use crate::routing::members::ClusterMembers;
 
 /// Which part of the route this relay acts on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

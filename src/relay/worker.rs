@@ -12,11 +12,10 @@ use std::time::{Duration, Instant};
 use super::counters::Counters;
 use super::flow_cache::CacheRequest;
 use super::flows::{FlowTable, Insert, SharedFlows};
-use super::{RelayConfig, Tier, VIA_UPSTREAM};
+use super::route::{self, Route};
+use super::{RelayConfig, VIA_UPSTREAM};
 use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::local_link::{LocalInbox, LocalRoutes};
-use crate::routing::stun::{PacketKind, classify, peek_binding_username};
-use crate::routing::ufrag;
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 use crate::wakeup::wait_readable;
 
@@ -373,37 +372,37 @@ impl Worker {
     #[cold]
     fn route_new(&mut self, client: SocketAddr, pkt: &[u8], now: Instant) -> Option<SocketAddr> {
         let c = &*self.counters;
-        let stun = !pkt.is_empty() && classify(pkt[0]) == PacketKind::Stun;
-        if stun && let Ok(server_ufrag) = peek_binding_username(pkt) {
-            let Ok(hint) = ufrag::decode(server_ufrag, &self.cfg.route_keys) else {
+        let stun = match route::decide(pkt, &self.cfg.route_keys, self.cfg.tier, |hop, worker| {
+            self.cfg.next_hop(hop, worker)
+        }) {
+            Route::Forward { hop, owner } => {
+                match self.flows.insert(client, owner, hop, now) {
+                    Insert::Full => {
+                        Counters::inc(&c.dropped_table_full);
+                        return None;
+                    }
+                    Insert::New => {
+                        Counters::inc(&c.flows_created);
+                        self.cache_request(CacheRequest::Write { client, hop, owner });
+                    }
+                    Insert::Updated => {}
+                }
+                return Some(owner);
+            }
+            Route::BadRoute => {
                 Counters::inc(&c.dropped_bad_route);
                 return None;
-            };
-            let (hop, worker) = match self.cfg.tier {
-                Tier::Cluster { cluster } if hint.cluster != cluster => {
-                    Counters::inc(&c.dropped_wrong_cluster);
-                    return None;
-                }
-                Tier::Cluster { .. } => (hint.transceiver, hint.worker),
-                Tier::Global => (hint.cluster, 0),
-            };
-            let Some(owner) = self.cfg.next_hop(hop, worker) else {
+            }
+            Route::WrongCluster => {
+                Counters::inc(&c.dropped_wrong_cluster);
+                return None;
+            }
+            Route::UnknownHop => {
                 Counters::inc(&c.dropped_unknown_transceiver);
                 return None;
-            };
-            match self.flows.insert(client, owner, hop, now) {
-                Insert::Full => {
-                    Counters::inc(&c.dropped_table_full);
-                    return None;
-                }
-                Insert::New => {
-                    Counters::inc(&c.flows_created);
-                    self.cache_request(CacheRequest::Write { client, hop, owner });
-                }
-                Insert::Updated => {}
             }
-            return Some(owner);
-        }
+            Route::Unroutable { stun } => stun,
+        };
         // Not routable by itself: was this client ours before a restart?
         if let Some(f) = self.shared.get(&client) {
             if self.flows.insert(client, f.owner, f.hop, now) == Insert::Full {
