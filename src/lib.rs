@@ -30,6 +30,10 @@ pub mod udp_batch;
 // datagram wakes exactly the thread that reads it, not a shared reactor that hands it over.
 pub mod wakeup;
 
+// Whether an SDP offer can be honoured, from its text alone: signaling refuses what a
+// transceiver could only answer and then fail, and the transceiver picks the codec from it.
+pub mod sdp_offer;
+
 // Where WebRTC ends: ICE-lite, DTLS, SRTP and SCTP for many calls on one socket per worker,
 // through the sans-I/O `rtc` core, because the async `webrtc` stack binds a socket per call.
 // It bridges each call's audio and `oai-events` channel to the engine and the models.
@@ -86,6 +90,9 @@ pub mod https;
 
 // The embedded Redis-protocol server, so `cargo run` has the relays' flow cache without Redis.
 pub mod cache;
+
+// Wall-clock time for the protocol fields that carry it, read in one place.
+pub mod unix_time;
 
 // Settings are flags with environment twins, declared once on the config that uses them.
 pub mod flags;

@@ -290,10 +290,7 @@ fn main() -> anyhow::Result<()> {
     if std::env::var("VOICE_EDGE_LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json")) {
         logger.format(|buf, record| {
             use std::io::Write;
-            let ts = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or_default();
+            let ts = voice_edge::unix_time::now_secs_f64();
             writeln!(
                 buf,
                 "{}",

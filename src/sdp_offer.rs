@@ -27,6 +27,9 @@
 
 use crate::audio::Codec;
 
+/// Offers from browsers are a few KB; anything near this is not an offer.
+pub const MAX_OFFER_BYTES: usize = 64 * 1024;
+
 /// A voice call is an audio line and a data channel; a few more (video, a second audio) are
 /// answered as rejected. Dozens of m-lines are no real client's offer, and each costs the core
 /// a transceiver to negotiate.
@@ -374,8 +377,8 @@ fn check_ice(session: &Section<'_>, media: &[Section<'_>]) -> Result<(), OfferEr
 mod tests {
     use super::*;
 
-    const CHROMIUM: &str = include_str!("../../fixtures/sdp/chromium-offer.sdp");
-    const FIREFOX: &str = include_str!("../../fixtures/sdp/firefox-offer.sdp");
+    const CHROMIUM: &str = include_str!("../fixtures/sdp/chromium-offer.sdp");
+    const FIREFOX: &str = include_str!("../fixtures/sdp/firefox-offer.sdp");
 
     /// Chromium's offer with `from` replaced by `to` (which must occur).
     fn chromium_with(from: &str, to: &str) -> String {

@@ -247,7 +247,7 @@ impl OpusEncoder {
 /// The audio codec a call negotiated, and everything that depends on it: the RTP clock, the
 /// frame size, how long a packet lasts, what silence is, and the decoder and encoder the
 /// [`Listener`](super::Listener) and [`Player`](super::Player) use. Opus is preferred; G.711 is
-/// answered for telephony-style clients that offer nothing else (see `signaling::offer_check`).
+/// answered for telephony-style clients that offer nothing else (see `sdp_offer`).
 /// `Pcm24` is never negotiated in SDP: it is the Realtime WebSocket's `audio/pcm`, whose
 /// "packets" are the 20 ms frames the WebSocket session cuts appended audio into.
 ///

@@ -44,7 +44,7 @@ pub fn router(transceiver: Arc<dyn TransceiverControl>, secret: &str) -> Router 
         .route(&format!("{PREFIX}/calls/{{id}}/sideband"), get(sideband))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such control path") })
         .layer(DefaultBodyLimit::max(
-            crate::signaling::MAX_OFFER_BYTES + 1024,
+            crate::sdp_offer::MAX_OFFER_BYTES + 1024,
         ))
         .layer(middleware::from_fn_with_state(ctx.clone(), authenticate))
         .with_state(ctx)
@@ -110,7 +110,7 @@ async fn create(
         Ok(c) => {
             let created = wire::Created {
                 load: ctx.transceiver.load(),
-                at_ms: crate::membership::registry::now_ms(),
+                at_ms: crate::unix_time::now_ms(),
                 ..wire::Created::from(c)
             };
             (StatusCode::CREATED, Json(created)).into_response()

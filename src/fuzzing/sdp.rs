@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::time::Instant;
 
 use crate::routing::ufrag;
-use crate::signaling::{MAX_OFFER_BYTES, check_offer};
+use crate::sdp_offer::{MAX_OFFER_BYTES, check_offer};
 use crate::transceiver::endpoint::Endpoint;
 use crate::transceiver::{AnswerCandidate, Lifecycle, TransceiverConfig};
 

@@ -46,13 +46,7 @@ pub struct MemberRecord {
     pub at_ms: u64,
 }
 
-/// The transceiver's clock in Unix milliseconds, for [`MemberRecord::at_ms`].
-pub fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
+use crate::unix_time::now_ms;
 
 pub fn member_key(cluster: u16, id: u16) -> String {
     format!("{PREFIX}:{cluster}:member:{id}")

@@ -133,10 +133,7 @@ pub const MAX_SESSION_DURATION: std::time::Duration = std::time::Duration::from_
 
 /// The `expires_at` (unix seconds) of a session starting now.
 pub fn expires_at_unix() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-        + MAX_SESSION_DURATION.as_secs()
+    crate::unix_time::now_secs() + MAX_SESSION_DURATION.as_secs()
 }
 
 #[cfg(test)]

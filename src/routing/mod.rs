@@ -19,6 +19,7 @@
 pub mod link;
 pub mod link_sources;
 pub mod local_link;
+pub mod members;
 pub mod stun;
 pub mod ufrag;
 

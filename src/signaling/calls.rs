@@ -15,9 +15,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::call_limits::{self, Admit, Slot};
-use super::{
-    ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, offer_check, placement,
-};
+use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
 use crate::control::TransceiverControl;
 use crate::model::ModelKind;
 use crate::transceiver::CallError;
@@ -115,9 +113,9 @@ async fn read_offer(req: Request) -> Result<(String, Option<Value>), ApiError> {
 }
 
 /// Refuses, before a transceiver spends anything on it, an offer this server cannot honour
-/// (see [`offer_check`]): such a call would get an answer and then only time out.
+/// (see [`crate::sdp_offer`]): such a call would get an answer and then only time out.
 pub(crate) fn check_offer(offer: &str) -> Result<(), ApiError> {
-    offer_check::check_offer(offer)
+    crate::sdp_offer::check_offer(offer)
         .map(|_| ())
         .map_err(|e| ApiError::invalid(e.code(), e.to_string()))
 }

@@ -5,7 +5,6 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde_json::{Value, json};
 
@@ -160,12 +159,7 @@ impl KeyError {
     }
 }
 
-pub fn now_secs() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0)
-}
+use crate::unix_time::now_secs;
 
 impl Keys {
     pub fn new(require: bool, server_keys: Vec<String>) -> Self {

@@ -17,7 +17,6 @@ mod errors;
 mod faults;
 pub mod keys;
 mod live;
-pub mod offer_check;
 mod placement;
 mod web;
 mod websocket;
@@ -25,8 +24,6 @@ mod websocket;
 pub use admin::{AdminAction, StatsFn};
 pub use admin_access::AdminAccess;
 pub use errors::ApiError;
-// For the offer fuzz target, which must gate offers exactly as the HTTP handlers do.
-pub(crate) use calls::check_offer;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -40,8 +37,7 @@ use tower_http::cors::{Any, CorsLayer};
 
 use crate::control::TransceiverControl;
 
-/// Offers from browsers are a few KB; anything near this is not an offer.
-pub const MAX_OFFER_BYTES: usize = 64 * 1024;
+pub use crate::sdp_offer::MAX_OFFER_BYTES;
 
 /// One cluster as signaling sees it: where clients send media, and who can answer.
 #[derive(Clone)]

@@ -71,10 +71,7 @@ impl EventLog {
 
     /// A log whose wall-clock origin is now.
     pub fn starting(created: Instant) -> Self {
-        let unix_us = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_micros() as u64);
-        Self::new(created, unix_us)
+        Self::new(created, crate::unix_time::now_us())
     }
 
     /// A frame the engine sent: its compact JSON is stored as it is.

@@ -110,7 +110,7 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
     // One codec, chosen from the offer as signaling's check chose it (Opus if offered, else the
     // client's first G.711 codec): the answer then names exactly that one, and the media side
     // knows what every packet is.
-    let codec = crate::signaling::offer_check::choose_audio_codec(&p.offer_sdp);
+    let codec = crate::sdp_offer::choose_audio_codec(&p.offer_sdp);
     let offer = RTCSessionDescription::offer(p.offer_sdp)
         .map_err(|e| AnswerError::BadSdp(e.to_string()))?;
     let parsed = offer
