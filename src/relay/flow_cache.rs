@@ -242,9 +242,9 @@ impl CacheThread {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::membership::ClusterMembers;
     use crate::relay::RelayConfig;
     use crate::routing::RouteKeys;
+    use crate::routing::members::ClusterMembers;
 
     fn thread(workers: u8) -> CacheThread {
         let base: SocketAddr = "10.0.0.5:4000".parse().unwrap();
