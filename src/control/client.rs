@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::TransceiverControl;
 use super::wire::{self, PREFIX};
-use crate::transceiver::{CallError, CallInfo, CreatedCall};
+use crate::transceiver::{CallCommand, CallError, CallInfo, CallReply, CreatedCall};
 
 /// Answering an offer takes milliseconds; a control call this slow means the transceiver is
 /// stuck or gone, and the client is better off with a 503 now than a hang.
@@ -209,30 +209,19 @@ impl TransceiverControl for RemoteTransceiver {
         Ok(CreatedCall::from(created))
     }
 
-    async fn hangup(&self, call_id: String) -> Result<bool, CallError> {
-        let (_, ended) = self
-            .request::<(), wire::Ended>(
-                hyper::Method::POST,
-                &format!("/calls/{}/hangup", urlencode(&call_id)),
-                None,
-            )
-            .await?;
-        Ok(ended.is_some_and(|e| e.ended))
-    }
-
-    async fn renegotiate(
+    async fn call(
         &self,
         call_id: String,
-        offer_sdp: String,
-    ) -> Result<Option<String>, CallError> {
-        let (_, answer) = self
-            .request::<_, wire::Answer>(
-                hyper::Method::PATCH,
-                &format!("/calls/{}", urlencode(&call_id)),
-                Some(&wire::Offer { offer_sdp }),
+        command: CallCommand,
+    ) -> Result<Option<CallReply>, CallError> {
+        let (_, reply) = self
+            .request::<_, CallReply>(
+                hyper::Method::POST,
+                &format!("/calls/{}/command", urlencode(&call_id)),
+                Some(&command),
             )
             .await?;
-        Ok(answer.map(|a| a.answer_sdp))
+        Ok(reply)
     }
 
     async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError> {
@@ -246,49 +235,6 @@ impl TransceiverControl for RemoteTransceiver {
         self.request::<(), Value>(hyper::Method::POST, "/drain", None)
             .await
             .map(|_| ())
-    }
-
-    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError> {
-        let (_, events) = self
-            .request::<(), wire::Events>(
-                hyper::Method::GET,
-                &format!("/calls/{}/events?since={since}", urlencode(&call_id)),
-                None,
-            )
-            .await?;
-        Ok(events.map(|e| e.jsonl))
-    }
-
-    async fn call_recording(&self, call_id: String) -> Result<Option<Vec<u8>>, CallError> {
-        use base64::Engine as _;
-        let (_, rec) = self
-            .request::<(), wire::Recording>(
-                hyper::Method::GET,
-                &format!("/calls/{}/recording", urlencode(&call_id)),
-                None,
-            )
-            .await?;
-        rec.map(|r| {
-            base64::engine::general_purpose::STANDARD
-                .decode(r.wav_b64)
-                .map_err(|e| self.failed(format!("bad recording: {e}")))
-        })
-        .transpose()
-    }
-
-    async fn call_fault(
-        &self,
-        call_id: String,
-        fault: crate::transceiver::faults::Fault,
-    ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
-        let (_, state) = self
-            .request::<_, crate::transceiver::faults::FaultState>(
-                hyper::Method::POST,
-                &format!("/calls/{}/faults", urlencode(&call_id)),
-                Some(&fault),
-            )
-            .await?;
-        Ok(state)
     }
 
     async fn open_session(

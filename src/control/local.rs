@@ -5,7 +5,9 @@ use serde_json::{Value, json};
 
 use super::TransceiverControl;
 use crate::transceiver::websocket::{EventStream, SessionRequest};
-use crate::transceiver::{CallError, CallInfo, CreatedCall, TransceiverHandle};
+use crate::transceiver::{
+    CallCommand, CallError, CallInfo, CallReply, CreatedCall, TransceiverHandle,
+};
 
 #[async_trait::async_trait]
 impl TransceiverControl for TransceiverHandle {
@@ -50,16 +52,12 @@ impl TransceiverControl for TransceiverHandle {
         TransceiverHandle::create_call(self, offer_sdp, setup).await
     }
 
-    async fn hangup(&self, call_id: String) -> Result<bool, CallError> {
-        Ok(TransceiverHandle::hangup(self, call_id).await)
-    }
-
-    async fn renegotiate(
+    async fn call(
         &self,
         call_id: String,
-        offer_sdp: String,
-    ) -> Result<Option<String>, CallError> {
-        TransceiverHandle::renegotiate(self, call_id, offer_sdp).await
+        command: CallCommand,
+    ) -> Result<Option<CallReply>, CallError> {
+        TransceiverHandle::call(self, call_id, command).await
     }
 
     async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError> {
@@ -69,22 +67,6 @@ impl TransceiverControl for TransceiverHandle {
     async fn drain(&self) -> Result<(), CallError> {
         TransceiverHandle::drain(self);
         Ok(())
-    }
-
-    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError> {
-        Ok(TransceiverHandle::call_events(self, call_id, since).await)
-    }
-
-    async fn call_recording(&self, call_id: String) -> Result<Option<Vec<u8>>, CallError> {
-        Ok(TransceiverHandle::call_recording(self, &call_id).map(|wav| wav.to_vec()))
-    }
-
-    async fn call_fault(
-        &self,
-        call_id: String,
-        fault: crate::transceiver::faults::Fault,
-    ) -> Result<Option<crate::transceiver::faults::FaultState>, CallError> {
-        TransceiverHandle::call_fault(self, call_id, fault).await
     }
 
     async fn open_session(&self, request: SessionRequest) -> Result<EventStream, CallError> {

@@ -1,5 +1,6 @@
-//! The control API between signaling and transceivers: create a call from an offer, renegotiate,
-//! hang up, list, drain, load.
+//! The control API between signaling and transceivers: create a call from an offer, run a
+//! per-call operation ([`CallCommand`]: hang up, renegotiate, events, faults, recording), list,
+//! drain, load, and the two streams (a WebSocket session, a sideband).
 //!
 //! Signaling sees every transceiver through [`TransceiverControl`]. In the all-in-one process
 //! that is the in-process [`TransceiverHandle`] (a function call and a channel to the worker);
@@ -18,9 +19,8 @@ pub use client::RemoteTransceiver;
 
 use serde_json::Value;
 
-use crate::transceiver::faults::{Fault, FaultState};
 use crate::transceiver::websocket::{EventStream, SessionRequest};
-use crate::transceiver::{CallError, CallInfo, CreatedCall};
+use crate::transceiver::{CallCommand, CallError, CallInfo, CallReply, CreatedCall};
 
 /// What signaling can ask of one transceiver, wherever it runs.
 #[async_trait::async_trait]
@@ -45,37 +45,16 @@ pub trait TransceiverControl: Send + Sync {
         offer_sdp: String,
         setup: crate::transceiver::CallSetup,
     ) -> Result<CreatedCall, CallError>;
-    /// Ends a call; `Ok(false)` when this transceiver does not know it.
-    async fn hangup(&self, call_id: String) -> Result<bool, CallError>;
-    /// A new offer on a live call (ICE restart); `Ok(None)` when the call is not here.
-    async fn renegotiate(
+    /// Runs a per-call operation on the call's owner (see
+    /// [`crate::transceiver::call_command`]); `Ok(None)` when the call is not here.
+    async fn call(
         &self,
         call_id: String,
-        offer_sdp: String,
-    ) -> Result<Option<String>, CallError>;
+        command: CallCommand,
+    ) -> Result<Option<CallReply>, CallError>;
     async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError>;
     /// Stops taking new calls; live ones continue until they end.
     async fn drain(&self) -> Result<(), CallError>;
-    /// The call's event log from `since` as JSON Lines (live, or ended within the last minutes:
-    /// see [`crate::transceiver::event_log`]); `Ok(None)` when this transceiver has none.
-    async fn call_events(&self, call_id: String, since: u64) -> Result<Option<String>, CallError>;
-    /// Injects a fault into a call (`POST …/faults`, see [`crate::transceiver::faults`]);
-    /// `Ok(None)` when the call is not here, else its fault state after the change. The default
-    /// is for implementations that hold no calls (test fakes).
-    async fn call_fault(
-        &self,
-        call_id: String,
-        fault: Fault,
-    ) -> Result<Option<FaultState>, CallError> {
-        let _ = (call_id, fault);
-        Err(CallError::Unavailable(self.id()))
-    }
-    /// An ended Live session's recording, a stereo WAV (see
-    /// [`crate::transceiver::recording`]); `Ok(None)` when there is none here.
-    async fn call_recording(&self, call_id: String) -> Result<Option<Vec<u8>>, CallError> {
-        let _ = call_id;
-        Err(CallError::Unavailable(self.id()))
-    }
     /// Starts a Realtime session over a WebSocket on this transceiver (see
     /// [`crate::transceiver::websocket`]); placement must have called
     /// [`TransceiverControl::reserve`] first.

@@ -12,12 +12,12 @@ use axum::extract::{DefaultBodyLimit, Path, Query, Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, patch, post};
+use axum::routing::{get, post};
 use axum::{Json, Router};
 
 use super::wire::{self, PREFIX};
 use super::{TransceiverControl, secret_matches};
-use crate::transceiver::CallError;
+use crate::transceiver::{CallCommand, CallError};
 
 #[derive(Clone)]
 struct Ctx {
@@ -33,13 +33,9 @@ pub fn router(transceiver: Arc<dyn TransceiverControl>, secret: &str) -> Router 
     };
     Router::new()
         .route(&format!("{PREFIX}/calls"), post(create).get(list))
-        .route(&format!("{PREFIX}/calls/{{id}}"), patch(renegotiate))
-        .route(&format!("{PREFIX}/calls/{{id}}/hangup"), post(hangup))
+        .route(&format!("{PREFIX}/calls/{{id}}/command"), post(command))
         .route(&format!("{PREFIX}/drain"), post(drain))
-        .route(&format!("{PREFIX}/calls/{{id}}/faults"), post(call_fault))
         .route(&format!("{PREFIX}/status"), get(status))
-        .route(&format!("{PREFIX}/calls/{{id}}/events"), get(events))
-        .route(&format!("{PREFIX}/calls/{{id}}/recording"), get(recording))
         .route(&format!("{PREFIX}/sessions"), get(open_session))
         .route(&format!("{PREFIX}/calls/{{id}}/sideband"), get(sideband))
         .fallback(|| async { error(StatusCode::NOT_FOUND, "not_found", "no such control path") })
@@ -119,40 +115,19 @@ async fn create(
     }
 }
 
-async fn renegotiate(
+/// Every per-call operation, one route: the body is a [`CallCommand`], the answer its
+/// [`crate::transceiver::CallReply`] (see [`crate::transceiver::call_command`]).
+async fn command(
     State(ctx): State<Ctx>,
     Path(id): Path<String>,
-    body: Result<Json<wire::Offer>, JsonRejection>,
+    body: Result<Json<CallCommand>, JsonRejection>,
 ) -> Response {
-    let req = match body {
-        Ok(Json(r)) => r,
+    let command = match body {
+        Ok(Json(c)) => c,
         Err(e) => return bad_body(e),
     };
-    match ctx.transceiver.renegotiate(id, req.offer_sdp).await {
-        Ok(Some(answer_sdp)) => Json(wire::Answer { answer_sdp }).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
-        Err(e) => call_error(e),
-    }
-}
-
-async fn hangup(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
-    match ctx.transceiver.hangup(id).await {
-        Ok(ended) => Json(wire::Ended { ended }).into_response(),
-        Err(e) => call_error(e),
-    }
-}
-
-async fn call_fault(
-    State(ctx): State<Ctx>,
-    Path(id): Path<String>,
-    body: Result<Json<crate::transceiver::faults::Fault>, JsonRejection>,
-) -> Response {
-    let fault = match body {
-        Ok(Json(f)) => f,
-        Err(e) => return bad_body(e),
-    };
-    match ctx.transceiver.call_fault(id, fault).await {
-        Ok(Some(state)) => Json(state).into_response(),
+    match ctx.transceiver.call(id, command).await {
+        Ok(Some(reply)) => Json(reply).into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
         Err(e) => call_error(e),
     }
@@ -168,30 +143,6 @@ async fn list(State(ctx): State<Ctx>) -> Response {
 async fn drain(State(ctx): State<Ctx>) -> Response {
     match ctx.transceiver.drain().await {
         Ok(()) => StatusCode::NO_CONTENT.into_response(),
-        Err(e) => call_error(e),
-    }
-}
-
-async fn events(
-    State(ctx): State<Ctx>,
-    Path(id): Path<String>,
-    Query(q): Query<wire::EventsQuery>,
-) -> Response {
-    match ctx.transceiver.call_events(id, q.since).await {
-        Ok(Some(jsonl)) => Json(wire::Events { jsonl }).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
-        Err(e) => call_error(e),
-    }
-}
-
-async fn recording(State(ctx): State<Ctx>, Path(id): Path<String>) -> Response {
-    use base64::Engine as _;
-    match ctx.transceiver.call_recording(id).await {
-        Ok(Some(wav)) => Json(wire::Recording {
-            wav_b64: base64::engine::general_purpose::STANDARD.encode(wav),
-        })
-        .into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no recording here"),
         Err(e) => call_error(e),
     }
 }
@@ -252,7 +203,7 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::transceiver::{AnswerError, CallInfo, CreatedCall};
+    use crate::transceiver::{AnswerError, CallInfo, CallReply, CreatedCall};
 
     /// A transceiver that answers from a script instead of a socket loop.
     #[derive(Default)]
@@ -299,11 +250,29 @@ mod tests {
                 }),
             }
         }
-        async fn hangup(&self, id: String) -> Result<bool, CallError> {
-            Ok(id == "rtc_x")
-        }
-        async fn renegotiate(&self, id: String, _: String) -> Result<Option<String>, CallError> {
-            Ok((id == "rtc_x").then(|| "v=0".into()))
+        async fn call(
+            &self,
+            id: String,
+            command: CallCommand,
+        ) -> Result<Option<CallReply>, CallError> {
+            if id != "rtc_x" {
+                return Ok(None);
+            }
+            Ok(Some(match command {
+                CallCommand::Hangup => CallReply::Ended,
+                CallCommand::Renegotiate { .. } => CallReply::Answer {
+                    answer_sdp: "v=0".into(),
+                },
+                CallCommand::Events { since } => CallReply::Events {
+                    jsonl: format!("{{\"seq\":{since}}}\n"),
+                },
+                CallCommand::Fault { .. } => {
+                    return Err(CallError::FaultRefused("no client yet".into()));
+                }
+                CallCommand::Recording => CallReply::Recording {
+                    wav: b"RIFF".to_vec(),
+                },
+            }))
         }
         async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError> {
             Ok(vec![])
@@ -311,9 +280,6 @@ mod tests {
         async fn drain(&self) -> Result<(), CallError> {
             self.draining.store(true, Ordering::Relaxed);
             Ok(())
-        }
-        async fn call_events(&self, id: String, since: u64) -> Result<Option<String>, CallError> {
-            Ok((id == "rtc_x").then(|| format!("{{\"seq\":{since}}}\n")))
         }
     }
 
@@ -405,30 +371,70 @@ mod tests {
         .await;
         assert_eq!(status, 201);
         assert_eq!(body["call_id"], "rtc_x");
-        let (status, body) = send(&app, "POST", "/calls/rtc_y/hangup", s, "").await;
-        assert_eq!((status, body["ended"].as_bool()), (200, Some(false)));
-        let (status, body) = send(&app, "PATCH", "/calls/rtc_y", s, r#"{"offer_sdp":"v=0"}"#).await;
+        let (status, body) = send(
+            &app,
+            "POST",
+            "/calls/rtc_y/command",
+            s,
+            r#"{"op":"hangup"}"#,
+        )
+        .await;
         assert_eq!((status, code(&body)), (404, "call_not_found"));
+        let (status, body) = send(
+            &app,
+            "POST",
+            "/calls/rtc_y/command",
+            s,
+            r#"{"op":"renegotiate","offer_sdp":"v=0"}"#,
+        )
+        .await;
+        assert_eq!((status, code(&body)), (404, "call_not_found"));
+        let (status, body) =
+            send(&app, "POST", "/calls/rtc_x/command", s, r#"{"op":"nope"}"#).await;
+        assert_eq!((status, code(&body)), (400, "bad_request"));
+        let (status, body) = send(
+            &app,
+            "POST",
+            "/calls/rtc_x/command",
+            s,
+            r#"{"op":"fault","fault":{"type":"clear_network"}}"#,
+        )
+        .await;
+        assert_eq!((status, code(&body)), (409, "fault_refused"));
         let (status, body) = send(&app, "GET", "/nowhere", s, "").await;
         assert_eq!((status, code(&body)), (404, "not_found"));
     }
 
     #[tokio::test]
-    async fn event_logs_travel_as_json_lines_inside_json() {
+    async fn per_call_operations_share_one_route() {
         let app = router(Arc::new(Fake::default()), "s");
-        let (status, body) = send(&app, "GET", "/calls/rtc_x/events?since=3", Some("s"), "").await;
-        assert_eq!(
-            (status, body["jsonl"].as_str()),
-            (200, Some("{\"seq\":3}\n"))
-        );
-        let (status, body) = send(&app, "GET", "/calls/rtc_x/events", Some("s"), "").await;
-        assert_eq!(
-            (status, body["jsonl"].as_str()),
-            (200, Some("{\"seq\":0}\n"))
-        );
-        let (status, body) = send(&app, "GET", "/calls/rtc_y/events", Some("s"), "").await;
+        let s = Some("s");
+        let events = r#"{"op":"events","since":3}"#;
+        let (status, body) = send(&app, "POST", "/calls/rtc_x/command", s, events).await;
+        assert_eq!(status, 200);
+        assert_eq!(body["reply"], "events");
+        assert_eq!(body["jsonl"], "{\"seq\":3}\n");
+        let (status, body) = send(
+            &app,
+            "POST",
+            "/calls/rtc_x/command",
+            s,
+            r#"{"op":"hangup"}"#,
+        )
+        .await;
+        assert_eq!((status, body["reply"].as_str()), (200, Some("ended")));
+        let (status, body) = send(
+            &app,
+            "POST",
+            "/calls/rtc_x/command",
+            s,
+            r#"{"op":"recording"}"#,
+        )
+        .await;
+        assert_eq!((status, body["wav"].as_str()), (200, Some("UklGRg==")));
+        let (status, body) = send(&app, "POST", "/calls/rtc_y/command", s, events).await;
         assert_eq!((status, code(&body)), (404, "call_not_found"));
-        let (status, _) = send(&app, "GET", "/calls/rtc_x/events", None, "").await;
+        let (status, _) = send(&app, "POST", "/calls/rtc_x/command", None, events).await;
         assert_eq!(status, 401);
     }
 

@@ -64,21 +64,6 @@ impl From<Created> for CreatedCall {
 }
 
 #[derive(Debug, Serialize, Deserialize)]
-pub struct Offer {
-    pub offer_sdp: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Answer {
-    pub answer_sdp: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Ended {
-    pub ended: bool,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
 pub struct Calls {
     pub calls: Vec<CallInfo>,
 }
@@ -104,29 +89,10 @@ pub struct ErrorBody {
     pub message: String,
 }
 
-/// A call's event log: JSON Lines inside JSON, so it travels through the same request code as
-/// every other reply.
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Recording {
-    /// The WAV file, base64: the control API's bodies are JSON.
-    pub wav_b64: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct Events {
-    pub jsonl: String,
-}
-
 /// `GET /sessions`: the [`crate::transceiver::websocket::SessionRequest`] as JSON.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SessionQuery {
     pub request: String,
-}
-
-#[derive(Debug, Serialize, Deserialize)]
-pub struct EventsQuery {
-    #[serde(default)]
-    pub since: u64,
 }
 
 /// A call error as a status and a code; [`call_error`] reads it back, so a bad offer stays the

@@ -18,7 +18,7 @@ use super::call_limits::{self, Admit, Slot};
 use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
 use crate::control::TransceiverControl;
 use crate::model::ModelKind;
-use crate::transceiver::CallError;
+use crate::transceiver::{CallCommand, CallError, CallReply};
 
 /// The model a call starts with: the call's own session config first, then the key's, then
 /// `?model=`, then echo. A name that is not ours (the SDK's `gpt-realtime-2.1`, as the real
@@ -357,11 +357,14 @@ pub(super) async fn hangup(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let t = owned_call(&sig, bearer(&headers), &id)?;
-    if t.hangup(id.clone()).await.map_err(call_error)? {
-        sig.client_calls.ended(&id);
-        Ok(StatusCode::OK.into_response())
-    } else {
-        Err(call_not_found(&id))
+    match t.call(id.clone(), CallCommand::Hangup).await {
+        Ok(Some(CallReply::Ended)) => {
+            sig.client_calls.ended(&id);
+            Ok(StatusCode::OK.into_response())
+        }
+        Ok(Some(other)) => Err(call_error(other.unexpected("hangup"))),
+        Ok(None) => Err(call_not_found(&id)),
+        Err(e) => Err(call_error(e)),
     }
 }
 
@@ -388,12 +391,12 @@ pub(super) async fn events(
             format!("bad query string (expected ?since=SEQ): {}", e.body_text()),
         )
     })?;
-    let jsonl = t
-        .call_events(id.clone(), q.since)
-        .await
-        .map_err(call_error)?
-        .ok_or_else(|| call_not_found(&id))?;
-    Ok(ok_as("application/jsonl", jsonl))
+    let command = CallCommand::Events { since: q.since };
+    match t.call(id.clone(), command).await.map_err(call_error)? {
+        Some(CallReply::Events { jsonl }) => Ok(ok_as("application/jsonl", jsonl)),
+        Some(other) => Err(call_error(other.unexpected("events"))),
+        None => Err(call_not_found(&id)),
+    }
 }
 
 /// A `200` with this body and `Content-Type`.
@@ -419,12 +422,12 @@ pub(super) async fn renegotiate(
     let t = owned_call(&sig, bearer(req.headers()), &id)?;
     let (offer, _) = read_offer(req).await?;
     check_offer(&offer)?;
-    let answer = t
-        .renegotiate(id.clone(), offer)
-        .await
-        .map_err(call_error)?
-        .ok_or_else(|| call_not_found(&id))?;
-    Ok(ok_as("application/sdp", answer))
+    let command = CallCommand::Renegotiate { offer_sdp: offer };
+    match t.call(id.clone(), command).await.map_err(call_error)? {
+        Some(CallReply::Answer { answer_sdp }) => Ok(ok_as("application/sdp", answer_sdp)),
+        Some(other) => Err(call_error(other.unexpected("renegotiate"))),
+        None => Err(call_not_found(&id)),
+    }
 }
 
 /// The transceiver holding call `id`, if `key` may act on it. Authorized before the call is

@@ -14,6 +14,7 @@ use super::calls::{call_error, call_not_found, owned_call};
 use super::{ApiError, Signaling, bearer};
 use crate::control::TransceiverControl;
 use crate::transceiver::faults::{Fault, FaultState, Requested, parse_request};
+use crate::transceiver::{CallCommand, CallReply};
 
 /// `POST`: injects one fault (see the README's endpoint table for the body).
 pub(super) async fn inject(
@@ -73,10 +74,12 @@ pub(super) async fn clear(
 }
 
 async fn apply(t: &dyn TransceiverControl, id: &str, fault: Fault) -> Result<FaultState, ApiError> {
-    t.call_fault(id.to_owned(), fault)
-        .await
-        .map_err(call_error)?
-        .ok_or_else(|| call_not_found(id))
+    match t.call(id.to_owned(), CallCommand::Fault { fault }).await {
+        Ok(Some(CallReply::Fault { state })) => Ok(state),
+        Ok(Some(other)) => Err(call_error(other.unexpected("fault"))),
+        Ok(None) => Err(call_not_found(id)),
+        Err(e) => Err(call_error(e)),
+    }
 }
 
 /// `{"call_id", "network", "applied", …the rest of the state}`.

@@ -19,8 +19,8 @@ use super::websocket::{attach_sideband, key_of, serve_stream, upgrade_required};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
 use crate::live::config::parse_create;
 use crate::realtime::ClientError;
-use crate::transceiver::CallSetup;
 use crate::transceiver::websocket::SessionRequest;
+use crate::transceiver::{CallCommand, CallReply, CallSetup};
 
 /// The JSON body carries the offer plus a config of at most a few hundred KiB (history is
 /// bounded to 128 messages, instructions to 16k tokens).
@@ -148,7 +148,12 @@ pub(super) async fn content(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let t = super::calls::owned_call(&sig, bearer(&headers), &id)?;
-    let wav = t.call_recording(id.clone()).await.map_err(call_error)?;
+    let wav = match t.call(id.clone(), CallCommand::Recording).await {
+        Ok(Some(CallReply::Recording { wav })) => Some(wav),
+        Ok(Some(other)) => return Err(call_error(other.unexpected("recording"))),
+        Ok(None) => None,
+        Err(e) => return Err(call_error(e)),
+    };
     let Some(wav) = wav else {
         return Err(ApiError::invalid(
             "recording_not_found",

@@ -35,7 +35,10 @@ use super::faults::{Fault, FaultState, Inbound};
 use super::media::{Job, JobDone};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
-use super::{CallInfo, CreatedCall, EndCounters, TransceiverConfig, WorkerStats};
+use super::{
+    CallCommand, CallError, CallInfo, CallReply, CreatedCall, EndCounters, TransceiverConfig,
+    WorkerStats,
+};
 use crate::routing::link::LinkHeader;
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
@@ -215,6 +218,32 @@ impl Endpoint {
     }
 
     /// Ends a call (the client is told: DTLS close_notify); false when it is not here.
+    /// Runs a per-call operation: the one place a [`CallCommand`] meets the method that does
+    /// it. `None` when the call is not here. Recordings are read from the shared store, never
+    /// from an endpoint (the handle answers them).
+    pub fn command(
+        &mut self,
+        now: Instant,
+        call_id: &str,
+        command: CallCommand,
+    ) -> Option<Result<CallReply, CallError>> {
+        Some(match command {
+            CallCommand::Hangup => self.hangup(now, call_id).then_some(Ok(CallReply::Ended))?,
+            CallCommand::Renegotiate { offer_sdp } => self
+                .renegotiate(now, call_id, offer_sdp)?
+                .map(|answer_sdp| CallReply::Answer { answer_sdp })
+                .map_err(CallError::from),
+            CallCommand::Events { since } => Ok(CallReply::Events {
+                jsonl: self.call_events(call_id, since)?,
+            }),
+            CallCommand::Fault { fault } => self
+                .fault(now, call_id, fault)?
+                .map(|state| CallReply::Fault { state })
+                .map_err(CallError::FaultRefused),
+            CallCommand::Recording => return None,
+        })
+    }
+
     pub fn hangup(&mut self, now: Instant, call_id: &str) -> bool {
         let key = self.by_call.get(call_id).copied();
         if let Some(k) = key {

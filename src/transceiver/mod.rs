@@ -6,6 +6,7 @@
 //! relay link header (the normal path) or bare, from a client connecting directly.
 
 pub mod admission;
+pub mod call_command;
 pub mod call_id;
 pub mod endpoint;
 mod engine;
@@ -21,6 +22,7 @@ pub mod sideband;
 pub mod websocket;
 mod worker;
 
+pub use call_command::{CallCommand, CallReply};
 pub use engine::CallSetup;
 pub use media::VoiceTimings;
 pub use peer::{AnswerError, add_host_candidate, codec_parameters, opus as opus_codec};
@@ -197,15 +199,11 @@ pub(crate) enum Command {
         setup: CallSetup,
         reply: tokio::sync::oneshot::Sender<Result<CreatedCall, AnswerError>>,
     },
-    Hangup {
+    /// A per-call operation (see [`call_command`]); `None` when the call is not here.
+    Call {
         call_id: String,
-        reply: tokio::sync::oneshot::Sender<bool>,
-    },
-    /// A new offer on a live call (ICE restart); `None` when the call is not here.
-    Renegotiate {
-        call_id: String,
-        offer_sdp: String,
-        reply: tokio::sync::oneshot::Sender<Option<Result<String, AnswerError>>>,
+        command: CallCommand,
+        reply: tokio::sync::oneshot::Sender<Option<Result<CallReply, CallError>>>,
     },
     List {
         reply: tokio::sync::oneshot::Sender<Vec<CallInfo>>,
@@ -218,12 +216,6 @@ pub(crate) enum Command {
         call_id: String,
         done: media::JobDone,
     },
-    /// Injects a fault into a call (see [`faults`]); `None` when the call is not here.
-    Fault {
-        call_id: String,
-        fault: faults::Fault,
-        reply: tokio::sync::oneshot::Sender<Option<Result<faults::FaultState, String>>>,
-    },
     /// Attaches a sideband's outgoing queue to a call.
     AttachSideband {
         call_id: String,
@@ -235,12 +227,6 @@ pub(crate) enum Command {
     DetachSideband {
         call_id: String,
         id: sideband::SidebandId,
-    },
-    /// A live call's event log from `since`, as JSON Lines; `None` when it is not live here.
-    Events {
-        call_id: String,
-        since: u64,
-        reply: tokio::sync::oneshot::Sender<Option<String>>,
     },
 }
 
@@ -379,59 +365,45 @@ impl TransceiverHandle {
         self.workers.get(place.worker as usize)
     }
 
-    /// Ends a call; false when this transceiver does not know it.
-    pub async fn hangup(&self, call_id: String) -> bool {
-        let Some(w) = self.owner(&call_id) else {
-            return false;
-        };
-        ask(w, |reply| Command::Hangup { call_id, reply })
-            .await
-            .unwrap_or(false)
-    }
-
-    /// Answers a new offer on a live call (an ICE restart): `Ok(None)` when the call is not
-    /// here, else the answer SDP.
-    pub async fn renegotiate(
+    /// Runs a per-call operation (see [`call_command`]) on the worker that owns the call:
+    /// `Ok(None)` when the call is not here. Ended calls' event logs and recordings are kept
+    /// off the workers, so those two are answered from the shared stores once the call is gone.
+    pub async fn call(
         &self,
         call_id: String,
-        offer_sdp: String,
-    ) -> Result<Option<String>, CallError> {
+        command: CallCommand,
+    ) -> Result<Option<CallReply>, CallError> {
         let Some(w) = self.owner(&call_id) else {
             return Ok(None);
         };
-        let answer = ask(w, |reply| Command::Renegotiate {
-            call_id,
-            offer_sdp,
-            reply,
-        })
-        .await
-        .ok_or(CallError::Unavailable(self.id))?;
-        match answer {
-            None => Ok(None),
-            Some(r) => Ok(Some(r?)),
+        let now = std::time::Instant::now;
+        if command == CallCommand::Recording {
+            let wav = recording::lock(&self.recordings).get(now(), &call_id);
+            return Ok(wav.map(|wav| CallReply::Recording { wav: wav.to_vec() }));
         }
-    }
-
-    /// A call's event log from `since` as JSON Lines (see [`event_log`]): a live call's from
-    /// its worker, an ended one's from the shared store. `None` when neither holds it.
-    pub async fn call_events(&self, call_id: String, since: u64) -> Option<String> {
-        let w = self.owner(&call_id)?;
+        let since = match command {
+            CallCommand::Events { since } => Some(since),
+            _ => None,
+        };
         // Asked first: a call that ends meanwhile is in the store before its worker answers.
-        let live = ask(w, |reply| Command::Events {
+        // A stopped worker holds no calls, so its silence is "not here" too.
+        let live = ask(w, |reply| Command::Call {
             call_id: call_id.clone(),
-            since,
+            command,
             reply,
         })
         .await
         .flatten();
-        live.or_else(|| {
-            event_log::read_ended(&self.ended_logs, std::time::Instant::now(), &call_id, since)
-        })
-    }
-
-    /// An ended Live session's recording (see [`recording`]), while it is kept.
-    pub fn call_recording(&self, call_id: &str) -> Option<Arc<Vec<u8>>> {
-        recording::lock(&self.recordings).get(std::time::Instant::now(), call_id)
+        match (live, since) {
+            (Some(reply), _) => reply.map(Some),
+            (None, Some(since)) => {
+                Ok(
+                    event_log::read_ended(&self.ended_logs, now(), &call_id, since)
+                        .map(|jsonl| CallReply::Events { jsonl }),
+                )
+            }
+            (None, None) => Ok(None),
+        }
     }
 
     /// Starts a Realtime session over a WebSocket here (see [`websocket`]). Placement must
@@ -500,29 +472,6 @@ impl TransceiverHandle {
             to_session,
             from_session,
         }))
-    }
-
-    /// Injects `fault` into a call: `Ok(None)` when the call is not here, else its fault state
-    /// after the change.
-    pub async fn call_fault(
-        &self,
-        call_id: String,
-        fault: faults::Fault,
-    ) -> Result<Option<faults::FaultState>, CallError> {
-        let Some(w) = self.owner(&call_id) else {
-            return Ok(None);
-        };
-        let r = ask(w, |reply| Command::Fault {
-            call_id,
-            fault,
-            reply,
-        })
-        .await
-        .ok_or(CallError::Unavailable(self.id))?;
-        match r {
-            None => Ok(None),
-            Some(r) => r.map(Some).map_err(CallError::FaultRefused),
-        }
     }
 
     /// Every worker's live calls.

@@ -178,28 +178,17 @@ impl Worker {
                 self.publish_counts();
                 let _ = reply.send(r);
             }
-            Command::Hangup { call_id, reply } => {
-                let r = self.endpoint.hangup(now, &call_id);
-                self.publish_counts();
-                let _ = reply.send(r);
-            }
-            Command::Renegotiate {
+            Command::Call {
                 call_id,
-                offer_sdp,
+                command,
                 reply,
             } => {
-                let _ = reply.send(self.endpoint.renegotiate(now, &call_id, offer_sdp));
+                let r = self.endpoint.command(now, &call_id, command);
+                // A hang-up or a fault can change the counts placement reads.
+                self.publish_counts();
+                let _ = reply.send(r);
             }
             Command::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
-            Command::Fault {
-                call_id,
-                fault,
-                reply,
-            } => {
-                let r = self.endpoint.fault(now, &call_id, fault);
-                self.publish_counts();
-                let _ = reply.send(r);
-            }
             Command::AttachSideband {
                 call_id,
                 out,
@@ -218,13 +207,6 @@ impl Worker {
             }
             Command::List { reply } => {
                 let _ = reply.send(self.endpoint.list(now));
-            }
-            Command::Events {
-                call_id,
-                since,
-                reply,
-            } => {
-                let _ = reply.send(self.endpoint.call_events(&call_id, since));
             }
         }
     }
