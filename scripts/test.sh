@@ -1,15 +1,38 @@
 #!/usr/bin/env bash
-# The one test command: installs what is missing, then runs the Rust unit + integration tests and the
-# end-to-end test (headless Debian chromium with a fake microphone against the demo page).
+# The one test command: installs what is missing, checks style and provenance (rustfmt, clippy with
+# the undocumented-unsafe lint, the vendored crates against crates.io), then runs the Rust unit +
+# integration tests, the end-to-end tests (headless Chromium and Firefox, the official OpenAI clients)
+# in parallel, and the compose stack built around the static binary the tests built. Prints how long
+# each step took. `just check` is the quick loop for an edit (fmt, clippy, unit tests).
 #
 #   bash scripts/test.sh            # from anywhere
 #
 # Environment: VOICE_EDGE_BIN overrides the server binary the e2e test runs (path relative to the repo
-# root); by default it is the target/release/voice-edge that `cargo test --release` built.
+# root); by default it is the target/x86_64-unknown-linux-gnu/release/voice-edge that `cargo test --release` built.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 log() { printf '\n==> %s\n' "$*" >&2; }
+
+# Each step's wall time, printed as a table at the end (and on failure, up to the failing step).
+steps=()
+step_start=$SECONDS
+step_name=""
+step() {
+  [ -n "$step_name" ] && steps+=("$(printf '| %-44s | %5d |' "$step_name" $((SECONDS - step_start)))")
+  step_name="$1"
+  step_start=$SECONDS
+  [ -n "$1" ] && log "$1"
+  return 0
+}
+report() {
+  step ""
+  printf '\n| step | s |\n|---|---:|\n' >&2
+  printf '%s\n' "${steps[@]}" >&2
+  printf '| %-44s | %5d |\n' "total" "$SECONDS" >&2
+}
+trap report EXIT
+step "install what the tests need"
 
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then
@@ -41,7 +64,8 @@ python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || apt_pkgs+=(python3-venv)
 # The multi-host test puts each role in its own network namespace (ip netns, veth, a bridge).
 command -v ip >/dev/null 2>&1 || apt_pkgs+=(iproute2)
 # The compose stack test: Docker's engine and Debian's compose (v1), curl to probe it.
-command -v docker >/dev/null 2>&1 || apt_pkgs+=(docker.io)
+# (`docker` alone may be a client without an engine: dockerd is what the compose test needs.)
+command -v dockerd >/dev/null 2>&1 || apt_pkgs+=(docker.io)
 command -v docker-compose >/dev/null 2>&1 || apt_pkgs+=(docker-compose)
 command -v curl >/dev/null 2>&1 || apt_pkgs+=(curl)
 # ---------------------------------------------------------------------------------------------------------
@@ -92,11 +116,17 @@ export VOICE_EDGE_PYTHON="$PWD/$py_venv/bin/python"
 #    voice-edge binary (with the same feature set as the tests), and the e2e test below uses exactly that
 #    binary, found from cargo's build messages. Only if no test needed the binary is it built separately.
 # ---------------------------------------------------------------------------------------------------------
-log "cargo test --release"
+step "style and provenance: cargo fmt --check, clippy -D warnings, vendor.sh verify"
+cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
+bash scripts/vendor.sh verify
+
+step "build: cargo test --release --no-run"
 artifacts="$(mktemp)"
-trap 'rm -f "$artifacts"' EXIT
-cargo test --release --no-run --message-format=json-render-diagnostics >"$artifacts"
-cargo test --release
+trap 'rm -f "$artifacts"; report' EXIT
+cargo test --release --locked --no-run --message-format=json-render-diagnostics >"$artifacts"
+step "cargo test --release"
+cargo test --release --locked
 
 if [ -z "${VOICE_EDGE_BIN:-}" ]; then
   VOICE_EDGE_BIN="$(node -e '
@@ -110,7 +140,7 @@ if [ -z "${VOICE_EDGE_BIN:-}" ]; then
   if [ -z "$VOICE_EDGE_BIN" ]; then
     log "cargo build --release --bin voice-edge (no integration test built it)"
     cargo build --release --bin voice-edge
-    VOICE_EDGE_BIN="${CARGO_TARGET_DIR:-target}/release/voice-edge"
+    VOICE_EDGE_BIN="${CARGO_TARGET_DIR:-target}/x86_64-unknown-linux-gnu/release/voice-edge"
   fi
 fi
 export VOICE_EDGE_BIN
@@ -137,16 +167,18 @@ export VOICE_EDGE_BIN
 #    a spoken turn as audio deltas, session.close (live-websocket.test.mjs).
 # ---------------------------------------------------------------------------------------------------------
 # The shell expands the file list: Node >= 21 no longer searches a directory given to --test.
-log "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
-node --test tests/e2e/*.test.mjs
+# Files run in parallel (each starts its own server on free ports); Node's default on a 2-core machine
+# is one at a time. VOICE_EDGE_E2E_CONCURRENCY overrides it.
+step "node --test tests/e2e/*.test.mjs (VOICE_EDGE_BIN=$VOICE_EDGE_BIN)"
+node --test --test-concurrency="${VOICE_EDGE_E2E_CONCURRENCY:-3}" tests/e2e/*.test.mjs
 
 # ---------------------------------------------------------------------------------------------------------
 # 4. The split roles as containers: compose.yaml built and run, a real WebRTC client on this host
 #    (tests/compose/run.sh), and the Kubernetes manifests validated offline (deploy/validate.sh).
 # ---------------------------------------------------------------------------------------------------------
-log "docker compose stack (tests/compose/run.sh)"
+step "docker compose stack (tests/compose/run.sh)"
 bash tests/compose/run.sh
-log "Kubernetes manifests (deploy/validate.sh)"
+step "Kubernetes manifests (deploy/validate.sh)"
 bash deploy/validate.sh
 
 log "all tests passed"

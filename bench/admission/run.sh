@@ -37,7 +37,7 @@ done
 BIN="${VOICE_EDGE_BIN:-}"
 if [[ -z "$BIN" ]]; then
   cargo build --release --quiet
-  BIN=target/release/voice-edge
+  BIN=target/x86_64-unknown-linux-gnu/release/voice-edge
 fi
 mkdir -p "$OUT_DIR"
 

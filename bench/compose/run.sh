@@ -6,7 +6,7 @@
 #   bash bench/compose/run.sh [--rounds 5] [--calls 10]
 #
 # Needs the compose image built (docker compose build, or tests/compose/run.sh) and
-# target/release/voice-edge (cargo build --release). Ports: compose on 8080/3478 as in compose.yaml,
+# target/x86_64-unknown-linux-gnu/release/voice-edge (cargo build --release). Ports: compose on 8080/3478 as in compose.yaml,
 # the all-in-one on 18080/13478.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -18,7 +18,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--rounds N] [--calls N]" >&2; exit 2 ;;
   esac
 done
-BIN=target/release/voice-edge
+BIN=target/x86_64-unknown-linux-gnu/release/voice-edge
 [ -x "$BIN" ] || { echo "build it first: cargo build --release" >&2; exit 1; }
 if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
 export VOICE_EDGE_ADMIN_TOKEN="${VOICE_EDGE_ADMIN_TOKEN:-local-dev-admin-token}"

@@ -7,14 +7,14 @@
 #
 # Installs what it needs (apt chromium if missing, aiortc + aiohttp into bench/connect/.venv, the e2e
 # node_modules if missing), starts three servers on free loopback ports, runs connect.mjs, stops everything
-# it started. The voice-edge binary is $VOICE_EDGE_BIN or target/release/voice-edge, copied to a temp dir
+# it started. The voice-edge binary is $VOICE_EDGE_BIN or target/x86_64-unknown-linux-gnu/release/voice-edge, copied to a temp dir
 # first so a rebuild during the run cannot swap it out. Nothing here builds it.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 VENV="$HERE/.venv"
-BIN_SRC="${VOICE_EDGE_BIN:-$ROOT/target/release/voice-edge}"
+BIN_SRC="${VOICE_EDGE_BIN:-$ROOT/target/x86_64-unknown-linux-gnu/release/voice-edge}"
 case "$BIN_SRC" in /*) ;; *) BIN_SRC="$ROOT/$BIN_SRC" ;; esac
 
 log() { echo "[bench-connect] $*" >&2; }

@@ -45,7 +45,7 @@ done
 BIN="${VOICE_EDGE_BIN:-}"
 if [[ -z "$BIN" ]]; then
   cargo build --release --quiet
-  BIN=target/release/voice-edge
+  BIN=target/x86_64-unknown-linux-gnu/release/voice-edge
 fi
 # The load generator may be pinned to another build, so two servers are compared under the
 # same load: VOICE_EDGE_LOADGEN_BIN=/path/to/voice-edge.

@@ -36,10 +36,10 @@ fi
 # 2. The benchmark program (its own crate and target dir, not part of the main build).
 log "building bench/relay"
 cargo build --release --quiet --manifest-path "$here/Cargo.toml"
-bench="$here/target/release/bench-relay"
+bench="$here/target/x86_64-unknown-linux-gnu/release/bench-relay"
 
 # 3. voice-edge itself.
-ve="${VOICE_EDGE_BIN:-$root/target/release/voice-edge}"
+ve="${VOICE_EDGE_BIN:-$root/target/x86_64-unknown-linux-gnu/release/voice-edge}"
 if [ -z "${VOICE_EDGE_BIN:-}" ] && [ -z "${BENCH_NO_BUILD:-}" ]; then
   log "building voice-edge (cargo build --release)"
   if ! cargo build --release --quiet --bin voice-edge >&2; then

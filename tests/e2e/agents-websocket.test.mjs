@@ -6,7 +6,7 @@
 // `input_audio_buffer.append` (transport.sendAudio) and comes back as `response.output_audio.delta`, which
 // the SDK emits as `audio` events. A raw `ws` client checks the browser-style sub-protocol auth and G.711.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/agents-websocket.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/agents-websocket.test.mjs
 //
 // The microphone is fixtures/speech.wav (48 kHz mono PCM16: 3.06 s of speech, 1 s of silence), resampled
 // to 24 kHz and sent in real-time-paced 20 ms chunks, followed by silence as a live microphone would.

@@ -7,7 +7,7 @@
 // The page (browser-websocket.page.mjs, bundled with esbuild at test time) is served from another
 // loopback origin than voice-edge.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/browser-websocket.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/browser-websocket.test.mjs
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { launchBrowser, openPage, serverDiagnostics, startServer } from './harness.mjs';

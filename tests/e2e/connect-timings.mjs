@@ -6,7 +6,7 @@
 //
 // --warmup N does N calls first that are not counted (the browser's first getUserMedia opens the fake capture
 // device, which costs ~100-200 ms that have nothing to do with the server).
-// Without --url it starts ${VOICE_EDGE_BIN:-target/release/voice-edge} on free ports (path relative to the
+// Without --url it starts ${VOICE_EDGE_BIN:-target/x86_64-unknown-linux-gnu/release/voice-edge} on free ports (path relative to the
 // repo root). Each run uses a fresh browser context (new page, new RTCPeerConnection) in one browser.
 import { parseArgs } from 'node:util';
 import { STEPS, diagnostics, fmt, launchBrowser, openDemo, startCallAndWaitForAudio, startServer } from './harness.mjs';

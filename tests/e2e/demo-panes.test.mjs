@@ -4,7 +4,7 @@
 // answer; script:weather; an injected call for the page half alone); the fault controls (a network loss
 // fault → packetsLost rises; every answer shown); the ICE restart button; the script:NAME picker.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/demo-panes.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/demo-panes.test.mjs
 //
 // Editing web/ without rebuilding: VOICE_EDGE_DEMO_WEB=web serves the page from that directory (relative
 // to the repository root) on a front server that proxies everything else to the binary.

@@ -5,7 +5,7 @@
 // the conversation, and heard on the page); hang-up → the server closes the sideband (1000 "call ended")
 // and the pane says so. Opus (the default) and PCMA shown as negotiated too; Detach closes a sideband.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/demo-sideband.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/demo-sideband.test.mjs
 //
 // VOICE_EDGE_DEMO_WEB=web serves the page from disk in front of the binary (harness.mjs webFront).
 import assert from 'node:assert/strict';

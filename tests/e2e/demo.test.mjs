@@ -1,7 +1,7 @@
 // End to end: Debian's chromium (headless, fake microphone playing fixtures/speech.wav) opens the demo page,
 // presses Start, and must get the echo back through relay and transceiver.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/*.test.mjs   (or tests/e2e/ on Node <= 20)
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/*.test.mjs   (or tests/e2e/ on Node <= 20)
 //
 // VOICE_EDGE_BIN is resolved from the repository root; CHROMIUM_BIN overrides /usr/bin/chromium.
 import assert from 'node:assert/strict';

@@ -3,7 +3,7 @@
 // 'connected' once it ends. The page is the plain flow (plain-page.mjs) with the loopback model, so the
 // browser's microphone frames come straight back; the relay is on loopback.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/faults.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/faults.test.mjs
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';

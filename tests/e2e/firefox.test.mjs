@@ -6,7 +6,7 @@
 // Firefox's fake microphone is a steady tone that never pauses, so server VAD never ends a turn: the tests
 // end it themselves with input_audio_buffer.commit + response.create, as a push-to-talk client does.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/firefox.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/firefox.test.mjs
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
 import { diagnostics, serverDiagnostics, startServer, timingsLine } from './harness.mjs';

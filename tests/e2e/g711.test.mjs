@@ -3,7 +3,7 @@
 // ?codec=pcmu). The answer must name that codec alone, and Chromium's own stats must show the audio it
 // receives decoded as that codec: for loopback (its microphone reflected) and for a tts text message.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/g711.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/g711.test.mjs
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';

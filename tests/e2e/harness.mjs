@@ -17,9 +17,9 @@ export const SPEECH_WAV = path.join(REPO_ROOT, 'fixtures', 'speech.wav');
 export const CHROMIUM = process.env.CHROMIUM_BIN || '/usr/bin/chromium';
 export const STEPS = ['offerPosted', 'answerReceived', 'iceConnected', 'dtlsConnected', 'dataChannelOpen', 'firstAudio'];
 
-/** Path of the server binary: $VOICE_EDGE_BIN (relative to the repo root) or target/release/voice-edge. */
+/** Path of the server binary: $VOICE_EDGE_BIN (relative to the repo root) or target/x86_64-unknown-linux-gnu/release/voice-edge. */
 export function serverBin() {
-  return path.resolve(REPO_ROOT, process.env.VOICE_EDGE_BIN || 'target/release/voice-edge');
+  return path.resolve(REPO_ROOT, process.env.VOICE_EDGE_BIN || 'target/x86_64-unknown-linux-gnu/release/voice-edge');
 }
 
 /** A TCP port that was free a moment ago. */

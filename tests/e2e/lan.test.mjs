@@ -3,7 +3,7 @@
 // printed https://<LAN address>:<port>/ URL (the self-signed certificate accepted, as a user does once) and
 // complete a call whose media goes to the advertised LAN address.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/lan.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/lan.test.mjs
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import os from 'node:os';

@@ -12,7 +12,7 @@
 //
 // Editing web/ without rebuilding: VOICE_EDGE_DEMO_WEB=web serves the page from that directory.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/live-flow.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/live-flow.test.mjs
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';

@@ -6,7 +6,7 @@
 // ServerEvent union of the package's live.d.ts. Prints the turn latency (last speech chunk sent → first
 // output audio delta).
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/live-websocket.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/live-websocket.test.mjs
 import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import { after, before, describe, test } from 'node:test';

@@ -4,7 +4,7 @@
 // self-signed certificate, which the client trusts through the `ws` option `ca`) and with
 // `--require-keys` and a server key (`--api-key`), which the client sends as `Authorization: Bearer`.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/openai-node-websocket.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/openai-node-websocket.test.mjs
 //
 // Prints the spoken turn's latency: the last 20 ms chunk of speech sent → the first
 // response.output_audio.delta (fixtures/speech.wav ends with about a second of its own silence).

@@ -4,7 +4,7 @@
 // origin than voice-edge, so the fetch is a real cross-origin request (CORS preflight, exposed Location).
 // Fake microphone: fixtures/turn.wav (1 s silence, one sentence, 6.5 s silence; chromium loops it).
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/plain-flow.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/plain-flow.test.mjs
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';

@@ -5,7 +5,7 @@
 // calls, and one call only with parallel_tool_calls false. Every server event is checked against the
 // openai package's realtime.d.ts (openai-types.mjs).
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/plain-tools.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/plain-tools.test.mjs
 //
 // Turn detection is turned off (turn_detection: null), so the looping fake microphone makes no turns and
 // only the text messages start responses.

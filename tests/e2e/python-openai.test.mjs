@@ -3,7 +3,7 @@
 // the venv's python (its checks: a spoken echo turn in audio/pcm, a text turn, a spoken turn in audio/pcmu,
 // an ?intent=transcription session), asserts on the JSON it prints and prints the turn latency per case.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/python-openai.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/python-openai.test.mjs
 //
 // The python is $VOICE_EDGE_PYTHON, else tests/python/.venv/bin/python; scripts/test.sh makes that venv
 // (`python3 -m venv tests/python/.venv && tests/python/.venv/bin/pip install -r tests/python/requirements.txt`).

@@ -8,7 +8,7 @@
 // execute() called, execute() returned → first transcript delta / first audio packet of the spoken answer /
 // agent_end. Every server event is checked against the openai package's realtime.d.ts (openai-types.mjs).
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/realtime-sdk-tools.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/realtime-sdk-tools.test.mjs
 //
 // The page is realtime-sdk.page.mjs (startSession({weatherTool: true, config})), served from another
 // loopback origin, with a silent microphone so that only the text message makes turns.

@@ -4,7 +4,7 @@
 // The page (realtime-sdk.page.mjs, bundled with esbuild at test time) is served from another loopback
 // origin than voice-edge, so the SDK's POST /v1/realtime/calls is a real cross-origin request.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/realtime-sdk.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/realtime-sdk.test.mjs
 //
 // Fake microphones (chromium loops the file): fixtures/turn.wav (1 s silence, one spoken sentence, 6.5 s
 // silence) and fixtures/bargein.wav (a sentence, 1.2 s silence, a second sentence that lands while the

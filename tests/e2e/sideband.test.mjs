@@ -8,7 +8,7 @@
 // the spoken answer over RTP, and the sideband closes when the browser hangs up. A sideband to an unknown
 // call is refused.
 //
-//   VOICE_EDGE_BIN=target/release/voice-edge node --test tests/e2e/sideband.test.mjs
+//   VOICE_EDGE_BIN=target/x86_64-unknown-linux-gnu/release/voice-edge node --test tests/e2e/sideband.test.mjs
 import assert from 'node:assert/strict';
 import path from 'node:path';
 import { performance } from 'node:perf_hooks';

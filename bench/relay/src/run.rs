@@ -728,7 +728,7 @@ pub fn main(args: &Args) -> Result<(), String> {
     let want = |k: &str| only.is_empty() || only.iter().any(|o| o == k);
     let ve_bin = PathBuf::from(
         args.opt("voice-edge")
-            .unwrap_or("target/release/voice-edge"),
+            .unwrap_or("target/x86_64-unknown-linux-gnu/release/voice-edge"),
     );
     let nginx_bin = PathBuf::from(args.opt("nginx").unwrap_or("/usr/sbin/nginx"));
     let ve_extra: Vec<String> = args
