@@ -8,6 +8,12 @@ demo *ARGS:
 test:
     bash scripts/test.sh
 
+# The quick loop after an edit: formatting, clippy with warnings as errors, the unit tests (debug build)
+check:
+    cargo fmt --check
+    cargo clippy --all-targets -- -D warnings
+    cargo test --lib
+
 # Relay benchmark table: direct echo vs nginx vs baseline forwarder vs voice-edge relay (args go to `bench-relay run`)
 bench-relay *ARGS:
     bash bench/relay/run.sh {{ARGS}}

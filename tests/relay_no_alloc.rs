@@ -20,16 +20,22 @@ use voice_edge::routing::{RouteKeys, ufrag};
 struct Counting;
 static ALLOCS: AtomicU64 = AtomicU64::new(0);
 
+// SAFETY: every method forwards to the system allocator with the caller's arguments unchanged,
+// so `Counting` upholds exactly the contract `System` does; counting touches only an atomic.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, l: Layout) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: the caller's `GlobalAlloc::alloc` contract (non-zero size) is passed on as is.
         unsafe { System.alloc(l) }
     }
     unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        // SAFETY: `p` came from this allocator, i.e. from `System`, with layout `l`.
         unsafe { System.dealloc(p, l) }
     }
     unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
         ALLOCS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: as for `dealloc`, `p` and `l` came from `System`; `n` is the caller's, checked
+        // by the caller against `realloc`'s contract.
         unsafe { System.realloc(p, l, n) }
     }
 }
