@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The scheduled fuzz job: every cargo-fuzz target in fuzz/ for a bounded time, then one table.
 # Nightly and libFuzzer are needed, so this is not part of scripts/test.sh; the corpus it starts from
-# is replayed on stable by every `cargo test` (tests/fuzz_corpus.rs). See fuzz/README.md.
+# is replayed on stable by every `cargo test` (tests/integration/fuzz_corpus.rs). See fuzz/README.md.
 #
 #   bash scripts/fuzz.sh                 # 60 s per target
 #   bash scripts/fuzz.sh 600             # 10 min per target

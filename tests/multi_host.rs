@@ -12,7 +12,7 @@
 //!
 //! Needs root, iproute2 (`ip netns`, veth, bridge) and redis-server. It fails, never skips,
 //! when they are missing: CI runs as root and installs both. (The same roles in one process on
-//! loopback: tests/split_roles.rs.)
+//! loopback: tests/integration/split_roles.rs.)
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs::File;

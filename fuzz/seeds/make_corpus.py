@@ -144,7 +144,7 @@ write(
         for l in results["chromium"]["gathered"].split("\n")
     ),
 )
-# tests/signaling_http.rs: offers signaling refuses before a transceiver sees them.
+# tests/integration/signaling_http.rs: offers signaling refuses before a transceiver sees them.
 write("sdp_offer", "tests-no-audio.sdp", "v=0\r\no=- 1 2 IN IP4 127.0.0.1\r\ns=-\r\nt=0 0\r\na=fingerprint:sha-256 00:11\r\nm=application 9 UDP/DTLS/SCTP webrtc-datachannel\r\n")
 write("sdp_offer", "tests-broken.sdp", "v=0\r\nm=audio 9 UDP/TLS/RTP/SAVPF 111\r\na=fingerprint:sha-256 00\r\nthis is not sdp\r\n")
 

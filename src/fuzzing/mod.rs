@@ -1,7 +1,7 @@
 //! Entry points for the cargo-fuzz targets in `fuzz/`, one per parser a stranger can reach.
 //!
 //! They live in the library rather than in the fuzz crate so that the stable test
-//! `tests/fuzz_corpus.rs` replays every committed corpus file through exactly the code libFuzzer
+//! `tests/integration/fuzz_corpus.rs` replays every committed corpus file through exactly the code libFuzzer
 //! runs, invariants included: the corpus is checked on every `cargo test`, without nightly.
 //! Each function takes arbitrary bytes, drives the real code the way production does, and panics
 //! only when an invariant breaks, which is what both libFuzzer and the test report.

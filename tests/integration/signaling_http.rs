@@ -1,7 +1,7 @@
 //! The Realtime HTTP surface: bad input gets a clear 4xx in the Realtime error shape and creates
 //! nothing; keys, client secrets and multipart offers behave as OpenAI's clients expect.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -477,8 +477,8 @@ async fn every_refusal_is_a_realtime_error() {
 async fn offers_the_server_cannot_honour_are_refused_and_real_ones_answered() {
     let server = start_local(AllInOneConfig::default()).await;
     let h = server.http_addr;
-    let chromium = include_str!("../fixtures/sdp/chromium-offer.sdp");
-    let firefox = include_str!("../fixtures/sdp/firefox-offer.sdp");
+    let chromium = include_str!("../../fixtures/sdp/chromium-offer.sdp");
+    let firefox = include_str!("../../fixtures/sdp/firefox-offer.sdp");
     let fp = chromium
         .lines()
         .find_map(|l| l.strip_prefix("a=fingerprint:"))

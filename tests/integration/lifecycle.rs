@@ -4,7 +4,7 @@
 //! index cleanup are tested in virtual time in `src/transceiver/endpoint/tests.rs`, where a 2 min
 //! timeout takes milliseconds.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

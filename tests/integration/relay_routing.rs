@@ -2,7 +2,7 @@
 //! answer through it. A plain UDP socket stands in for the transceiver, so these tests see
 //! exactly the bytes the relay emits.
 
-mod common;
+use crate::common;
 
 use common::binding_request;
 

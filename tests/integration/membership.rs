@@ -1,7 +1,7 @@
 //! Redis membership against a real redis-server: id leases, heartbeats, expiry, draining and load
 //! as signaling and relays read them.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -6,7 +6,7 @@
 //! Prints the Live turn latency next to Realtime's for the same audio (speech end as the
 //! client sent it → first audio packet back), the figure the closing note quotes.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -220,7 +220,7 @@ async fn bad_requests_are_refused_before_a_session_exists() {
         let addr = server.http_addr;
         async move { http_post(addr, "/v1/live/sessions", ctype, body.as_bytes()).await }
     };
-    let offer = include_str!("../fixtures/sdp/chromium-offer.sdp");
+    let offer = include_str!("../../fixtures/sdp/chromium-offer.sdp");
     let cases = [
         (
             json!({"session": {"model": "gpt-live-1", "voice": "marin"}, "transport": {"type": "webrtc", "sdp": offer}}),

@@ -3,7 +3,7 @@
 //! all-in-one process through the relay, and every kind of model answers in that codec on its
 //! 8 kHz RTP clock: loopback reflects frames, echo plays a spoken turn back, tts speaks text.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! instead of dropped until a later check carries USE-CANDIDATE (~50 ms with Chromium; see
 //! `vendor/rtc-ice/PATCHED.md` and `bench/connect`).
 
-mod common;
+use crate::common;
 
 use std::net::UdpSocket;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! calls carry on until they end, and the process exits by itself; calls still live at the
 //! drain deadline are closed (the client is told, not left to time out).
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -41,6 +41,8 @@ impl Server {
     }
 
     fn sigterm(&self) {
+        // SAFETY: kill(2) takes plain integers and touches no memory of ours; the pid is our own
+        // child, not yet reaped (we hold its `Child`), so it names no other process.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
     }
 
@@ -67,7 +69,7 @@ impl Drop for Server {
 
 async fn new_call_status(http: SocketAddr) -> u16 {
     // An offer the server would answer (Chromium's): a draining server must refuse it anyway.
-    let offer = include_str!("../fixtures/sdp/chromium-offer.sdp");
+    let offer = include_str!("../../fixtures/sdp/chromium-offer.sdp");
     http_post(
         http,
         "/v1/realtime/calls",

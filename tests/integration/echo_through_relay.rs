@@ -1,7 +1,7 @@
 //! End to end in Rust: real WebRTC clients (the `webrtc` crate) call the all-in-one process
 //! over HTTP, connect through the relay's one public port, and get their own audio back.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! call's Realtime events both ways, in order, as JSON Lines, readable after hang-up, polled
 //! with `?since=`, and guarded like hang-up.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! declared tool as the GA API does, the client answers with `function_call_output`, and the
 //! answer comes back spoken, over the real path (relay, transceiver, SRTP, SCTP).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -2,7 +2,7 @@
 //! only the cluster from the ufrag and hands the datagram to that cluster's relay, which
 //! decodes the transceiver; replies retrace the path. Same relay code at both tiers.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

@@ -4,7 +4,7 @@
 //! placement spreads calls, follows draining, and drops a transceiver that stops heartbeating.
 //! (The same roles as separate processes on separate network hosts: tests/multi_host.rs.)
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -229,7 +229,7 @@ async fn calls_cross_the_split_roles_and_spread_over_registered_transceivers() {
 
     // Metrics: the relay counted the forwarding, each transceiver its setup timeline, and
     // signaling the offers it placed.
-    let relay_text = voice_edge::roles::relay_metrics(&cluster.relay);
+    let relay_text = voice_edge::roles::relay::metrics(&cluster.relay);
     let forwarded = relay_text
         .lines()
         .find_map(|l| l.strip_prefix("voice_edge_relay_events_total{event=\"forwarded_in\"} "))

@@ -3,7 +3,7 @@
 //! exactly `--advertise` when given. The rules themselves are unit tests in
 //! `src/media_address.rs`; these check that the process follows them end to end.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! Prints the turn latency per audio format (speech end as the client sent it → first
 //! `response.output_audio.delta`), the figure the closing note quotes.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

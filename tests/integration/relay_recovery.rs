@@ -2,7 +2,7 @@
 //! resume before the client's next consent check would have rebuilt the flow. The gap is
 //! measured at the client, as the silence between echoed audio frames.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};

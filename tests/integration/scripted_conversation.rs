@@ -6,7 +6,7 @@
 //! then a `server_error`, a response cut short (`incomplete`), and the fallback answer.
 //! The log is also written to `target/scripted-conversation.jsonl` for reading.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

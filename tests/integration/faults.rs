@@ -2,7 +2,7 @@
 //! observed where an app would see it, in the audio the `loopback` model reflects (every frame
 //! comes straight back) and in the events and state of the client's own stack.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
