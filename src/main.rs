@@ -1,7 +1,6 @@
 //! `voice-edge`: with no subcommand, the all-in-one process for a laptop demo; subcommands run
 //! one role each (for docker-compose and Kubernetes) or inspect routes.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -9,7 +8,6 @@ use clap::{Args, Parser, Subcommand};
 use voice_edge::allinone::{self, AllInOneConfig, Running};
 use voice_edge::media_address::Advertise;
 use voice_edge::membership::parse_member;
-use voice_edge::relay::{self, FlowCacheConfig, RelayConfig, Tier};
 use voice_edge::routing::{RouteKeys, ufrag};
 
 #[derive(Parser, Debug)]
@@ -397,6 +395,7 @@ fn banner(r: &Running, lan: bool) -> String {
 }
 
 fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
+    use voice_edge::roles::relay::{self, RelayRoleConfig};
     let mut keys = RouteKeys::from_hex(a.route_key.key_id, &a.route_secret)?;
     if let Some(prev) = &a.previous_route_secret {
         keys = keys.with_previous(voice_edge::routing::RouteKey::from_hex(
@@ -410,19 +409,12 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         .map(voice_edge::cache::parse_redis_url)
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    // No static members: follow the cluster's members in Redis.
-    let live_hops = (a.transceivers.is_empty() && !a.global)
-        .then(|| std::sync::Arc::new(voice_edge::relay::LiveHops::default()));
-    let next_hops: HashMap<u16, SocketAddr> = a.transceivers.into_iter().collect();
-    let cfg = RelayConfig {
+    let running = relay::start(RelayRoleConfig {
         listen: a.listen,
-        link: a.internal,
-        tier: if a.global {
-            Tier::Global
-        } else {
-            Tier::Cluster { cluster: a.cluster }
-        },
-        next_hops,
+        internal: a.internal,
+        cluster: a.cluster,
+        global: a.global,
+        next_hops: a.transceivers,
         hop_workers: a.transceiver_workers,
         upstreams: a.upstreams,
         route_keys: keys,
@@ -434,63 +426,20 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         pin: !a.no_pin,
         flow_idle: Duration::from_secs(a.flow_idle),
         max_flows: a.max_flows,
-        learn_outbound: true,
-        cache: redis_url.clone().map(|redis| FlowCacheConfig {
-            redis,
-            ttl: Duration::from_secs(a.flow_idle * 4),
-        }),
-        live_hops: live_hops.clone(),
-        local_links: None,
-    };
-    let stop_following = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    if let (Some(hops), Some(url)) = (live_hops, redis_url) {
-        voice_edge::membership::registry::follow(
-            url,
-            a.cluster,
-            hops,
-            Duration::from_millis(500),
-            stop_following.clone(),
-        )?;
+        redis_url,
+        metrics: a.metrics.addr()?,
+    })?;
+    if let Some(bound) = running.metrics_addr {
+        println!("relay metrics on http://{bound}/metrics");
     }
-    let handle = std::sync::Arc::new(relay::spawn(cfg)?);
-    // The relay's threads own no runtime; the metrics listener gets a small one of its own.
-    let _metrics_rt = match a.metrics.addr()? {
-        Some(addr) => {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()?;
-            // Weak: the handle must be unwrapped to stop the relay at exit.
-            let h = std::sync::Arc::downgrade(&handle);
-            let bound = rt.block_on(voice_edge::ops::serve(
-                addr,
-                std::sync::Arc::new(move || {
-                    let text = h
-                        .upgrade()
-                        .map(|h| voice_edge::roles::relay_metrics(&h))
-                        .unwrap_or_default();
-                    Box::pin(async move { text })
-                }),
-            ))?;
-            let rt = std::sync::Arc::new(rt);
-            let r = rt.clone();
-            std::thread::spawn(move || r.block_on(std::future::pending::<()>()));
-            println!("relay metrics on http://{bound}/metrics");
-            Some(rt)
-        }
-        None => None,
-    };
     println!(
         "relay running: udp {} link {}",
-        handle.public_addr, handle.link_addr
+        running.handle.public_addr, running.handle.link_addr
     );
     let (tx, rx) = std::sync::mpsc::channel();
     ctrlc_channel(tx);
     let _ = rx.recv();
-    stop_following.store(true, std::sync::atomic::Ordering::Relaxed);
-    println!("stopping… {:?}", handle.counters());
-    if let Ok(h) = std::sync::Arc::try_unwrap(handle) {
-        h.stop();
-    }
+    println!("stopping… {:?}", running.stop());
     Ok(())
 }
 

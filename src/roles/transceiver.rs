@@ -153,11 +153,8 @@ impl RunningTransceiver {
     /// until `deadline`, then leave. Returns the calls still live at the deadline.
     pub async fn drain(&self, deadline: Duration) -> usize {
         self.handle.drain();
-        let until = tokio::time::Instant::now() + deadline;
-        while self.handle.live_calls() > 0 && tokio::time::Instant::now() < until {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        self.handle.live_calls()
+        let live = || self.handle.live_calls();
+        transceiver::drain::wait(live, deadline, std::future::pending()).await
     }
 
     /// Stops heartbeating without leaving, as a crash would (the record expires after its TTL).

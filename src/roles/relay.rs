@@ -1,0 +1,149 @@
+//! `voice-edge relay`: one relay as its own process. Its members are a static table
+//! (`--transceiver ID=ADDR`) or the cluster's leases in Redis, which it follows; with Redis it
+//! also keeps its flow cache there, so a restarted relay resumes live calls.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use crate::relay::{self, FlowCacheConfig, LiveHops, RelayConfig, RelayHandle, Tier};
+use crate::routing::RouteKeys;
+
+#[derive(Debug, Clone)]
+pub struct RelayRoleConfig {
+    /// The public UDP address clients send to.
+    pub listen: SocketAddr,
+    /// The link address transceivers answer to (and global relays forward to).
+    pub internal: SocketAddr,
+    pub cluster: u16,
+    /// Route by cluster to cluster relays instead of to transceivers.
+    pub global: bool,
+    /// Static next hops (id → link address of worker 0); empty: follow Redis membership.
+    pub next_hops: Vec<(u16, SocketAddr)>,
+    pub hop_workers: u8,
+    /// Global relays allowed to hand over client datagrams.
+    pub upstreams: Vec<SocketAddr>,
+    pub route_keys: RouteKeys,
+    pub workers: usize,
+    pub pin: bool,
+    pub flow_idle: Duration,
+    pub max_flows: usize,
+    /// Flow cache and, without static next hops, membership.
+    pub redis_url: Option<String>,
+    /// Where `/metrics` and `/health` listen; none for no listener.
+    pub metrics: Option<SocketAddr>,
+}
+
+pub struct RunningRelay {
+    pub handle: Arc<RelayHandle>,
+    pub metrics_addr: Option<SocketAddr>,
+    stop_following: Arc<AtomicBool>,
+    /// The metrics listener's runtime: the relay's own threads own none.
+    _metrics: Option<Arc<tokio::runtime::Runtime>>,
+}
+
+/// Starts the workers, the membership follower and the metrics listener. Needs no runtime.
+pub fn start(cfg: RelayRoleConfig) -> anyhow::Result<RunningRelay> {
+    // No static members: follow the cluster's members in Redis.
+    let live_hops =
+        (cfg.next_hops.is_empty() && !cfg.global).then(|| Arc::new(LiveHops::default()));
+    let next_hops: HashMap<u16, SocketAddr> = cfg.next_hops.into_iter().collect();
+    let relay_cfg = RelayConfig {
+        listen: cfg.listen,
+        link: cfg.internal,
+        tier: if cfg.global {
+            Tier::Global
+        } else {
+            Tier::Cluster {
+                cluster: cfg.cluster,
+            }
+        },
+        next_hops,
+        hop_workers: cfg.hop_workers,
+        upstreams: cfg.upstreams,
+        route_keys: cfg.route_keys,
+        workers: cfg.workers,
+        pin: cfg.pin,
+        flow_idle: cfg.flow_idle,
+        max_flows: cfg.max_flows,
+        learn_outbound: true,
+        cache: cfg.redis_url.clone().map(|redis| FlowCacheConfig {
+            redis,
+            ttl: cfg.flow_idle * 4,
+        }),
+        live_hops: live_hops.clone(),
+        local_links: None,
+    };
+    let stop_following = Arc::new(AtomicBool::new(false));
+    if let (Some(hops), Some(url)) = (live_hops, cfg.redis_url) {
+        crate::membership::registry::follow(
+            url,
+            cfg.cluster,
+            hops,
+            Duration::from_millis(500),
+            stop_following.clone(),
+        )?;
+    }
+    let handle = Arc::new(relay::spawn(relay_cfg)?);
+    let (metrics, metrics_addr) = match cfg.metrics {
+        Some(addr) => {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?;
+            // Weak: the handle must be unwrapped to stop the relay.
+            let h = Arc::downgrade(&handle);
+            let bound = rt.block_on(crate::ops::serve(
+                addr,
+                Arc::new(move || {
+                    let text = h.upgrade().map(|h| metrics(&h)).unwrap_or_default();
+                    Box::pin(async move { text })
+                }),
+            ))?;
+            let rt = Arc::new(rt);
+            let r = rt.clone();
+            std::thread::spawn(move || r.block_on(std::future::pending::<()>()));
+            (Some(rt), Some(bound))
+        }
+        None => (None, None),
+    };
+    Ok(RunningRelay {
+        handle,
+        metrics_addr,
+        stop_following,
+        _metrics: metrics,
+    })
+}
+
+impl RunningRelay {
+    /// Stops following membership and the workers; returns the final counters.
+    pub fn stop(self) -> crate::relay::counters::CounterSnapshot {
+        self.stop_following.store(true, Ordering::Relaxed);
+        let counters = self.handle.counters();
+        if let Ok(h) = Arc::try_unwrap(self.handle) {
+            h.stop();
+        }
+        counters
+    }
+}
+
+/// The relay role's `/metrics`: every per-reason counter.
+pub fn metrics(h: &RelayHandle) -> String {
+    let mut out = String::new();
+    let named = h.counters().named();
+    let samples: Vec<[(&str, &str); 1]> = named.iter().map(|(n, _)| [("event", *n)]).collect();
+    let rows: Vec<(&[(&str, &str)], f64)> = samples
+        .iter()
+        .zip(&named)
+        .map(|(l, (_, v))| (&l[..], *v as f64))
+        .collect();
+    crate::ops::family(
+        &mut out,
+        "voice_edge_relay_events_total",
+        "counter",
+        "Relay datagrams and flows by outcome (forwarded, dropped per reason, flow cache).",
+        &rows,
+    );
+    out
+}
