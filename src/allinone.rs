@@ -252,31 +252,13 @@ impl Running {
         for t in &self.transceivers {
             t.drain();
         }
-        let live = |ts: &[TransceiverHandle]| ts.iter().map(|t| t.live_calls()).sum::<usize>();
-        log::info!(
-            "draining: no new calls; waiting up to {deadline:?} for {} live call(s)",
-            live(&self.transceivers)
-        );
-        let until = tokio::time::Instant::now() + deadline;
-        let wait = async {
-            let mut last = usize::MAX;
-            loop {
-                let n = live(&self.transceivers);
-                if n == 0 || tokio::time::Instant::now() >= until {
-                    return;
-                }
-                if n != last {
-                    log::info!("draining: {n} live call(s)");
-                    last = n;
-                }
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        let live = || {
+            self.transceivers
+                .iter()
+                .map(|t| t.live_calls())
+                .sum::<usize>()
         };
-        tokio::select! {
-            _ = wait => {}
-            _ = stop_early => log::info!("draining cut short"),
-        }
-        live(&self.transceivers)
+        crate::transceiver::drain::wait(live, deadline, stop_early).await
     }
 
     /// Stops accepting HTTP, ends every call (clients get DTLS close_notify) and stops relays.

@@ -6,6 +6,23 @@
 //! [`audio`] pipeline or a [`model`]. Around that path, [`signaling`] creates calls, [`control`]
 //! and [`membership`] tell it where transceivers are, and [`allinone`] or [`roles`] wire it all
 //! into processes. The modules below are declared in that order: the packet path first.
+//!
+//! # Glossary
+//!
+//! - **call**: one client's connection to the edge and everything it holds, whatever the
+//!   transport: a WebRTC peer on a transceiver worker, or a WebSocket session. It has one id
+//!   ([`transceiver::call_id`]: `rtc_…` for Realtime, `live_…` for Live), which says where it
+//!   lives, and every per-call operation on it is one [`transceiver::CallCommand`].
+//! - **session**: the protocol's name for a call's configuration and lifetime
+//!   (`session.created`, `session.update`); in this code, the transport's per-call state
+//!   (a transceiver's `Session`, a WebSocket `WsSession`).
+//! - **conversation**: the Realtime protocol state of one call, [`realtime::Conversation`]: the
+//!   items, the responses and the turn engine. A Live call's
+//!   [`live::LiveSession`] is a translation over one.
+//! - **engine**: which protocol a call's events speak (Realtime or Live), the code that turns
+//!   client events and voice activity into server events and media actions.
+//! - **worker**: one socket and one thread, of a relay or of a transceiver, owning its calls or
+//!   flows outright; other threads reach it only through its mailbox.
 
 // The packet path.
 
@@ -109,6 +126,6 @@ pub mod allinone;
 pub mod loadgen;
 
 // Not part of the edge either: the parsers above fed arbitrary bytes, shared by the cargo-fuzz
-// targets in `fuzz/` and the stable test that replays their corpus (tests/fuzz_corpus.rs).
+// targets in `fuzz/` and the stable test that replays their corpus (tests/integration/fuzz_corpus.rs).
 #[doc(hidden)]
 pub mod fuzzing;

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use rtc::peer_connection::certificate::RTCCertificate;
 
 use super::call::{Ctx, Live, Phase, Record};
-use super::http::{Job, Reply};
+use super::http::{HttpJob, HttpReply};
 use super::stats::Histogram;
 use crate::wakeup::EventFd;
 
@@ -120,8 +120,8 @@ pub struct CallLoop {
     id: usize,
     plan: Plan,
     certificate: RTCCertificate,
-    jobs: async_channel::Sender<Job>,
-    replies: mpsc::Receiver<Reply>,
+    jobs: async_channel::Sender<HttpJob>,
+    replies: mpsc::Receiver<HttpReply>,
     eventfd: Arc<EventFd>,
     shared: Shared,
     epoll: Epoll,
@@ -136,8 +136,8 @@ impl CallLoop {
         id: usize,
         plan: Plan,
         certificate: RTCCertificate,
-        jobs: async_channel::Sender<Job>,
-        replies: mpsc::Receiver<Reply>,
+        jobs: async_channel::Sender<HttpJob>,
+        replies: mpsc::Receiver<HttpReply>,
         eventfd: Arc<EventFd>,
         shared: Shared,
     ) -> anyhow::Result<CallLoop> {
@@ -268,7 +268,7 @@ impl CallLoop {
         }
         self.slots[k].live = Some(Box::new(live));
         self.open += 1;
-        let job = Job::Offer {
+        let job = HttpJob::Offer {
             worker: self.id,
             slot: k,
             sdp,
@@ -282,7 +282,7 @@ impl CallLoop {
         while let Ok(reply) = self.replies.try_recv() {
             let now = Instant::now();
             match reply {
-                Reply::Offer {
+                HttpReply::Offer {
                     slot,
                     posted,
                     result,
@@ -316,7 +316,7 @@ impl CallLoop {
                         }
                     }
                 }
-                Reply::Hangup { slot, result } => {
+                HttpReply::Hangup { slot, result } => {
                     self.slots[slot].rec.hangup_status = Some(result);
                     self.end(slot);
                 }
@@ -524,7 +524,7 @@ impl CallLoop {
             (true, Some(location)) => {
                 live.phase = Phase::HangingUp;
                 slot.hangup_sent = Some(now);
-                let job = Job::Hangup {
+                let job = HttpJob::Hangup {
                     worker: self.id,
                     slot: k,
                     location,

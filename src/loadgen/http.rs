@@ -140,7 +140,7 @@ fn dechunk(mut b: &[u8]) -> Vec<u8> {
     out
 }
 
-pub enum Job {
+pub enum HttpJob {
     Offer {
         worker: usize,
         slot: usize,
@@ -153,7 +153,7 @@ pub enum Job {
     },
 }
 
-pub enum Reply {
+pub enum HttpReply {
     Offer {
         slot: usize,
         /// When the request left (the connect time's zero), not when it was queued.
@@ -169,7 +169,7 @@ pub enum Reply {
 
 /// Where a worker's replies go: its channel plus the eventfd that wakes its loop.
 pub struct ReplyTo {
-    pub tx: mpsc::Sender<Reply>,
+    pub tx: mpsc::Sender<HttpReply>,
     pub eventfd: std::sync::Arc<crate::wakeup::EventFd>,
 }
 
@@ -180,10 +180,10 @@ pub struct PoolConfig {
 }
 
 /// Runs jobs until the job channel closes (every sender dropped).
-pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<Job>, replies: &[ReplyTo]) {
+pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<HttpJob>, replies: &[ReplyTo]) {
     while let Ok(job) = jobs.recv_blocking() {
         let (worker, reply) = match job {
-            Job::Offer { worker, slot, sdp } => {
+            HttpJob::Offer { worker, slot, sdp } => {
                 let posted = Instant::now();
                 let r = post(
                     &cfg.target,
@@ -199,14 +199,14 @@ pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<Job>, replies
                     .map_err(|e| format!("POST {}: {e:#}", cfg.path));
                 (
                     worker,
-                    Reply::Offer {
+                    HttpReply::Offer {
                         slot,
                         posted,
                         result,
                     },
                 )
             }
-            Job::Hangup {
+            HttpJob::Hangup {
                 worker,
                 slot,
                 location,
@@ -215,7 +215,7 @@ pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<Job>, replies
                 let result = post(&cfg.target, &path, "application/json", b"{}", cfg.timeout)
                     .map(|r| r.status)
                     .map_err(|e| format!("{e:#}"));
-                (worker, Reply::Hangup { slot, result })
+                (worker, HttpReply::Hangup { slot, result })
             }
         };
         let to = &replies[worker];

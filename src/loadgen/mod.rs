@@ -238,7 +238,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
     );
 
     // Signaling pool and per-worker reply channels.
-    let (job_tx, job_rx) = async_channel::unbounded::<http::Job>();
+    let (job_tx, job_rx) = async_channel::unbounded::<http::HttpJob>();
     let mut reply_tos = Vec::new();
     let mut reply_rxs = Vec::new();
     let mut eventfds = Vec::new();

@@ -5,20 +5,20 @@
 
 use std::sync::Arc;
 
-use super::Command;
+use super::WorkerMessage;
 use crate::wakeup::EventFd;
 
 /// The sending side, cheap to clone: signaling's handle and the synthesis pool's callbacks
 /// hold one.
 #[derive(Clone)]
 pub(super) struct Mailbox {
-    tx: async_channel::Sender<Command>,
+    tx: async_channel::Sender<WorkerMessage>,
     wake: Arc<EventFd>,
 }
 
 /// The worker's side.
 pub(super) struct Inbox {
-    rx: async_channel::Receiver<Command>,
+    rx: async_channel::Receiver<WorkerMessage>,
     wake: Arc<EventFd>,
 }
 
@@ -43,14 +43,14 @@ pub(super) fn mailbox() -> std::io::Result<(Mailbox, Inbox)> {
 }
 
 impl Mailbox {
-    pub async fn send(&self, c: Command) -> Result<(), Closed> {
+    pub async fn send(&self, c: WorkerMessage) -> Result<(), Closed> {
         self.tx.send(c).await.map_err(|_| Closed)?;
         self.wake.notify();
         Ok(())
     }
 
     /// For plain threads (the synthesis pool); blocks while the queue is full.
-    pub fn send_blocking(&self, c: Command) -> Result<(), Closed> {
+    pub fn send_blocking(&self, c: WorkerMessage) -> Result<(), Closed> {
         self.tx.send_blocking(c).map_err(|_| Closed)?;
         self.wake.notify();
         Ok(())
@@ -71,7 +71,7 @@ impl Inbox {
 
     /// Everything queued now. The eventfd is reset before the queue is read, so a command
     /// queued meanwhile leaves it readable for the next wait.
-    pub fn take_all(&self) -> impl Iterator<Item = Command> + '_ {
+    pub fn take_all(&self) -> impl Iterator<Item = WorkerMessage> + '_ {
         self.wake.drain();
         std::iter::from_fn(|| self.rx.try_recv().ok())
     }

@@ -8,6 +8,7 @@
 pub mod admission;
 pub mod call_command;
 pub mod call_id;
+pub mod drain;
 pub mod endpoint;
 mod engine;
 pub mod event_log;
@@ -193,7 +194,9 @@ pub struct CallInfo {
     pub client_report: Option<ClientReport>,
 }
 
-pub(crate) enum Command {
+/// What a worker's mailbox carries: new calls, per-call operations ([`CallCommand`]), the
+/// results of jobs run off its thread, sideband traffic and bookkeeping requests.
+pub(crate) enum WorkerMessage {
     Create {
         offer_sdp: String,
         setup: CallSetup,
@@ -292,7 +295,7 @@ impl Drop for Release<'_> {
 /// worker has stopped.
 async fn ask<T>(
     w: &WorkerLink,
-    command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> Command,
+    command: impl FnOnce(tokio::sync::oneshot::Sender<T>) -> WorkerMessage,
 ) -> Option<T> {
     let (reply, rx) = tokio::sync::oneshot::channel();
     w.mailbox.send(command(reply)).await.ok()?;
@@ -328,7 +331,7 @@ impl TransceiverHandle {
         };
         w.load.pending.fetch_add(1, Ordering::Relaxed);
         let _release_worker = Release(&w.load.pending);
-        let created = ask(w, |reply| Command::Create {
+        let created = ask(w, |reply| WorkerMessage::Create {
             offer_sdp,
             setup,
             reply,
@@ -387,7 +390,7 @@ impl TransceiverHandle {
         };
         // Asked first: a call that ends meanwhile is in the store before its worker answers.
         // A stopped worker holds no calls, so its silence is "not here" too.
-        let live = ask(w, |reply| Command::Call {
+        let live = ask(w, |reply| WorkerMessage::Call {
             call_id: call_id.clone(),
             command,
             reply,
@@ -435,7 +438,7 @@ impl TransceiverHandle {
             return Ok(None);
         };
         let (out, from_session) = tokio::sync::mpsc::channel(websocket::STREAM_CAPACITY);
-        let attach = ask(w, |reply| Command::AttachSideband {
+        let attach = ask(w, |reply| WorkerMessage::AttachSideband {
             call_id: call_id.clone(),
             out,
             reply,
@@ -459,14 +462,16 @@ impl TransceiverHandle {
             while let Some(text) = from_client.recv().await {
                 let call_id = call_id.clone();
                 if mailbox
-                    .send(Command::SidebandText { call_id, text })
+                    .send(WorkerMessage::SidebandText { call_id, text })
                     .await
                     .is_err()
                 {
                     return;
                 }
             }
-            let _ = mailbox.send(Command::DetachSideband { call_id, id }).await;
+            let _ = mailbox
+                .send(WorkerMessage::DetachSideband { call_id, id })
+                .await;
         });
         Ok(Some(websocket::EventStream {
             to_session,
@@ -479,7 +484,7 @@ impl TransceiverHandle {
         let mut all = vec![];
         for w in self.workers.iter() {
             all.extend(
-                ask(w, |reply| Command::List { reply })
+                ask(w, |reply| WorkerMessage::List { reply })
                     .await
                     .unwrap_or_default(),
             );
@@ -492,7 +497,7 @@ impl TransceiverHandle {
         let mut all = vec![];
         for w in self.workers.iter() {
             all.push(
-                ask(w, |reply| Command::Stats { reply })
+                ask(w, |reply| WorkerMessage::Stats { reply })
                     .await
                     .unwrap_or_default(),
             );

@@ -13,7 +13,7 @@ use super::admission::{Saturation, SharedLoad, Window};
 use super::endpoint::{CallJob, Endpoint, Transmit};
 use super::mailbox::{Inbox, Mailbox};
 use super::media::JobDone;
-use super::{Command, TransceiverConfig};
+use super::{TransceiverConfig, WorkerMessage};
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
@@ -125,7 +125,7 @@ impl Worker {
                 self.drain_local(fd);
             }
             for c in inbox.take_all() {
-                self.on_command(c);
+                self.on_message(c);
             }
             self.output(fd);
         }
@@ -164,10 +164,10 @@ impl Worker {
         }
     }
 
-    fn on_command(&mut self, cmd: Command) {
+    fn on_message(&mut self, message: WorkerMessage) {
         let now = Instant::now();
-        match cmd {
-            Command::Create {
+        match message {
+            WorkerMessage::Create {
                 offer_sdp,
                 setup,
                 reply,
@@ -178,7 +178,7 @@ impl Worker {
                 self.publish_counts();
                 let _ = reply.send(r);
             }
-            Command::Call {
+            WorkerMessage::Call {
                 call_id,
                 command,
                 reply,
@@ -188,24 +188,24 @@ impl Worker {
                 self.publish_counts();
                 let _ = reply.send(r);
             }
-            Command::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
-            Command::AttachSideband {
+            WorkerMessage::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
+            WorkerMessage::AttachSideband {
                 call_id,
                 out,
                 reply,
             } => {
                 let _ = reply.send(self.endpoint.attach_sideband(&call_id, out));
             }
-            Command::SidebandText { call_id, text } => {
+            WorkerMessage::SidebandText { call_id, text } => {
                 self.endpoint.sideband_text(now, &call_id, &text);
             }
-            Command::DetachSideband { call_id, id } => {
+            WorkerMessage::DetachSideband { call_id, id } => {
                 self.endpoint.detach_sideband(&call_id, id);
             }
-            Command::Stats { reply } => {
+            WorkerMessage::Stats { reply } => {
                 let _ = reply.send(self.endpoint.stats());
             }
-            Command::List { reply } => {
+            WorkerMessage::List { reply } => {
                 let _ = reply.send(self.endpoint.list(now));
             }
         }
@@ -377,12 +377,12 @@ impl LoadMeter {
 }
 
 /// Starts a call's job off the socket thread (see [`Job::start`]); its result comes back as
-/// [`Command::JobDone`]. A job that cannot start is returned as the failure to report.
+/// [`WorkerMessage::JobDone`]. A job that cannot start is returned as the failure to report.
 fn start_job(job: CallJob, mailbox: &Mailbox) -> Result<(), (String, JobDone)> {
     let CallJob { call_id, job } = job;
     let (mailbox, id) = (mailbox.clone(), call_id.clone());
     job.start(move |done| {
-        let _ = mailbox.send_blocking(Command::JobDone { call_id: id, done });
+        let _ = mailbox.send_blocking(WorkerMessage::JobDone { call_id: id, done });
     })
     .map_err(|done| (call_id, done))
 }

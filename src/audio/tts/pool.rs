@@ -65,7 +65,7 @@ pub struct PoolStats {
 
 type Done = Box<dyn FnOnce(Outcome) + Send>;
 
-struct Job {
+struct Synthesis {
     text: String,
     voice: String,
     cancel: CancelToken,
@@ -74,7 +74,7 @@ struct Job {
 
 #[derive(Default)]
 struct Queue {
-    jobs: VecDeque<Job>,
+    jobs: VecDeque<Synthesis>,
     closed: bool,
 }
 
@@ -160,9 +160,10 @@ impl Pool {
         let result = {
             let mut q = self.lock();
             // Jobs cancelled while waiting give their places back.
-            let (waiting, gone): (VecDeque<Job>, VecDeque<Job>) = std::mem::take(&mut q.jobs)
-                .into_iter()
-                .partition(|j| !j.cancel.is_cancelled());
+            let (waiting, gone): (VecDeque<Synthesis>, VecDeque<Synthesis>) =
+                std::mem::take(&mut q.jobs)
+                    .into_iter()
+                    .partition(|j| !j.cancel.is_cancelled());
             q.jobs = waiting;
             dropped.extend(gone);
             if q.jobs.len() >= self.shared.cap {
@@ -171,7 +172,7 @@ impl Pool {
                     workers: self.shared.workers,
                 })
             } else {
-                q.jobs.push_back(Job {
+                q.jobs.push_back(Synthesis {
                     text: bounded(text).to_owned(),
                     voice: voice.to_owned(),
                     cancel,
@@ -272,7 +273,7 @@ fn work(shared: &Shared, waker: Option<Arc<EventFd>>) {
     }
 }
 
-fn run(job: &Job, synth: Synth, waker: Option<&Arc<EventFd>>) -> Outcome {
+fn run(job: &Synthesis, synth: Synth, waker: Option<&Arc<EventFd>>) -> Outcome {
     if let Some(w) = waker {
         w.drain(); // a cancel meant for the previous job
     }
