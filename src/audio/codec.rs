@@ -22,6 +22,8 @@ pub const FRAME_SAMPLES: usize = 960;
 pub const MAX_PACKET_SAMPLES: usize = 5760;
 /// Largest encoded size of one Opus frame (RFC 6716 §3.2.1).
 const MAX_FRAME_BYTES: usize = 1276;
+/// A 20 ms CELT packet that decodes to digital silence; fills gaps when frames are replayed.
+pub const SILENCE_FRAME: [u8; 3] = [0xf8, 0xff, 0xfe];
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum CodecError {
@@ -402,7 +404,7 @@ impl Codec {
     pub fn silence_frame(self) -> bytes::Bytes {
         let ticks = self.frame_ticks() as usize;
         match self.sample_format() {
-            None => bytes::Bytes::from_static(&super::input::SILENCE_FRAME),
+            None => bytes::Bytes::from_static(&SILENCE_FRAME),
             Some(SampleFormat::Law(law)) => bytes::Bytes::from(vec![law.silence(); ticks]),
             Some(SampleFormat::L16) => bytes::Bytes::from(vec![0; ticks * 2]),
         }

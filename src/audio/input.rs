@@ -14,8 +14,6 @@ use bytes::Bytes;
 use super::codec::{Codec, CodecError, Decoder};
 use super::vad::{Vad, VadConfig, VadEvent};
 
-/// A 20 ms CELT packet that decodes to digital silence; fills gaps when frames are replayed.
-pub const SILENCE_FRAME: [u8; 3] = [0xf8, 0xff, 0xfe];
 /// How much caller audio is kept by default.
 pub const DEFAULT_HISTORY_MS: u64 = 60_000;
 /// A timestamp jump beyond this is a discontinuity (new source, clock reset), not a pause.
@@ -276,7 +274,7 @@ impl Listener {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::audio::codec::{Encoder, FRAME_SAMPLES, OpusDecoder, OpusEncoder};
+    use crate::audio::codec::{Encoder, FRAME_SAMPLES, OpusDecoder, OpusEncoder, SILENCE_FRAME};
 
     fn pkt(tag: u8) -> Bytes {
         // CELT FB 20 ms; the second byte tells packets apart.

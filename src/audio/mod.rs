@@ -25,11 +25,12 @@ pub mod tts;
 pub mod vad;
 pub mod wav;
 
+pub use codec::SILENCE_FRAME;
 pub use codec::{
     Codec, CodecError, Decoder, Encoder, EncoderConfig, FRAME_SAMPLES, OpusDecoder, OpusEncoder,
     SAMPLE_RATE, packet_samples,
 };
-pub use input::{Arrival, InputBuffer, Listener, SILENCE_FRAME};
+pub use input::{Arrival, InputBuffer, Listener};
 pub use player::{OutFrame, Player};
 pub use tts::{Speech, Synth, synthesize, synthesize_with};
 pub use vad::{Vad, VadConfig, VadEvent};

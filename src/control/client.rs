@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 
 use super::TransceiverControl;
 use super::wire::{self, PREFIX};
-use crate::transceiver::{CallCommand, CallError, CallInfo, CallReply, CreatedCall};
+use crate::transceiver::{CallCommand, CallError, CallId, CallInfo, CallReply, CreatedCall};
 
 /// Answering an offer takes milliseconds; a control call this slow means the transceiver is
 /// stuck or gone, and the client is better off with a 503 now than a hang.
@@ -211,13 +211,14 @@ impl TransceiverControl for RemoteTransceiver {
 
     async fn call(
         &self,
-        call_id: String,
+        call_id: &CallId,
         command: CallCommand,
     ) -> Result<Option<CallReply>, CallError> {
+        // A CallId is a prefix and hex digits: nothing in it needs escaping in a path.
         let (_, reply) = self
             .request::<_, CallReply>(
                 hyper::Method::POST,
-                &format!("/calls/{}/command", urlencode(&call_id)),
+                &format!("/calls/{call_id}/command"),
                 Some(&command),
             )
             .await?;
@@ -255,18 +256,14 @@ impl TransceiverControl for RemoteTransceiver {
 
     async fn attach_sideband(
         &self,
-        call_id: String,
+        call_id: &CallId,
     ) -> Result<Option<crate::transceiver::websocket::EventStream>, CallError> {
-        let url = format!(
-            "ws://{}{PREFIX}/calls/{}/sideband",
-            self.control,
-            urlencode(&call_id)
-        );
+        let url = format!("ws://{}{PREFIX}/calls/{call_id}/sideband", self.control);
         super::stream::dial(self.id, &url, &self.authorization, TIMEOUT).await
     }
 }
 
-/// Call ids are `rtc_` plus URL-safe characters; anything else is escaped rather than trusted.
+/// Percent-encodes everything but the unreserved characters (RFC 3986), for a query value.
 fn urlencode(s: &str) -> String {
     s.bytes()
         .map(|b| match b {

@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::TransceiverControl;
 use crate::transceiver::websocket::{EventStream, SessionRequest};
 use crate::transceiver::{
-    CallCommand, CallError, CallInfo, CallReply, CreatedCall, TransceiverHandle,
+    CallCommand, CallError, CallId, CallInfo, CallReply, CreatedCall, TransceiverHandle,
 };
 
 #[async_trait::async_trait]
@@ -54,7 +54,7 @@ impl TransceiverControl for TransceiverHandle {
 
     async fn call(
         &self,
-        call_id: String,
+        call_id: &CallId,
         command: CallCommand,
     ) -> Result<Option<CallReply>, CallError> {
         TransceiverHandle::call(self, call_id, command).await
@@ -73,7 +73,7 @@ impl TransceiverControl for TransceiverHandle {
         TransceiverHandle::open_session(self, request)
     }
 
-    async fn attach_sideband(&self, call_id: String) -> Result<Option<EventStream>, CallError> {
+    async fn attach_sideband(&self, call_id: &CallId) -> Result<Option<EventStream>, CallError> {
         TransceiverHandle::attach_sideband(self, call_id).await
     }
 }

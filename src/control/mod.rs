@@ -20,7 +20,7 @@ pub use client::RemoteTransceiver;
 use serde_json::Value;
 
 use crate::transceiver::websocket::{EventStream, SessionRequest};
-use crate::transceiver::{CallCommand, CallError, CallInfo, CallReply, CreatedCall};
+use crate::transceiver::{CallCommand, CallError, CallId, CallInfo, CallReply, CreatedCall};
 
 /// What signaling can ask of one transceiver, wherever it runs.
 #[async_trait::async_trait]
@@ -49,7 +49,7 @@ pub trait TransceiverControl: Send + Sync {
     /// [`crate::transceiver::call_command`]); `Ok(None)` when the call is not here.
     async fn call(
         &self,
-        call_id: String,
+        call_id: &CallId,
         command: CallCommand,
     ) -> Result<Option<CallReply>, CallError>;
     async fn list_calls(&self) -> Result<Vec<CallInfo>, CallError>;
@@ -64,7 +64,7 @@ pub trait TransceiverControl: Send + Sync {
     }
     /// Attaches a sideband to a live call (see [`crate::transceiver::sideband`]); `Ok(None)`
     /// when the call is not here.
-    async fn attach_sideband(&self, call_id: String) -> Result<Option<EventStream>, CallError> {
+    async fn attach_sideband(&self, call_id: &CallId) -> Result<Option<EventStream>, CallError> {
         let _ = call_id;
         Err(CallError::Unavailable(self.id()))
     }

@@ -17,7 +17,7 @@ use axum::{Json, Router};
 
 use super::wire::{self, PREFIX};
 use super::{TransceiverControl, secret_matches};
-use crate::transceiver::{CallCommand, CallError};
+use crate::transceiver::{CallCommand, CallError, CallId};
 
 #[derive(Clone)]
 struct Ctx {
@@ -126,7 +126,10 @@ async fn command(
         Ok(Json(c)) => c,
         Err(e) => return bad_body(e),
     };
-    match ctx.transceiver.call(id, command).await {
+    let Some(id) = CallId::parse(&id) else {
+        return error(StatusCode::NOT_FOUND, "call_not_found", "no such call here");
+    };
+    match ctx.transceiver.call(&id, command).await {
         Ok(Some(reply)) => Json(reply).into_response(),
         Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
         Err(e) => call_error(e),
@@ -185,7 +188,10 @@ async fn sideband(
     Path(id): Path<String>,
     upgrade: WebSocketUpgrade,
 ) -> Response {
-    match ctx.transceiver.attach_sideband(id).await {
+    let Some(id) = CallId::parse(&id) else {
+        return error(StatusCode::NOT_FOUND, "call_not_found", "no such call here");
+    };
+    match ctx.transceiver.attach_sideband(&id).await {
         Ok(Some(stream)) => upgrade.on_upgrade(move |socket| {
             crate::transceiver::websocket::pipe(socket, stream, "call ended")
         }),
@@ -204,6 +210,10 @@ mod tests {
 
     use super::*;
     use crate::transceiver::{AnswerError, CallInfo, CallReply, CreatedCall};
+
+    /// A call of the fake transceiver (cluster 0, transceiver 3), and one it does not hold.
+    const X: &str = "rtc_0000000300aabbccddeeff001122";
+    const Y: &str = "rtc_0000000300ffffffffffffffffff";
 
     /// A transceiver that answers from a script instead of a socket loop.
     #[derive(Default)]
@@ -252,10 +262,10 @@ mod tests {
         }
         async fn call(
             &self,
-            id: String,
+            id: &CallId,
             command: CallCommand,
         ) -> Result<Option<CallReply>, CallError> {
-            if id != "rtc_x" {
+            if id.as_str() != X {
                 return Ok(None);
             }
             Ok(Some(match command {
@@ -374,7 +384,7 @@ mod tests {
         let (status, body) = send(
             &app,
             "POST",
-            "/calls/rtc_y/command",
+            &format!("/calls/{Y}/command"),
             s,
             r#"{"op":"hangup"}"#,
         )
@@ -383,24 +393,43 @@ mod tests {
         let (status, body) = send(
             &app,
             "POST",
-            "/calls/rtc_y/command",
+            &format!("/calls/{Y}/command"),
             s,
             r#"{"op":"renegotiate","offer_sdp":"v=0"}"#,
         )
         .await;
         assert_eq!((status, code(&body)), (404, "call_not_found"));
-        let (status, body) =
-            send(&app, "POST", "/calls/rtc_x/command", s, r#"{"op":"nope"}"#).await;
+        let (status, body) = send(
+            &app,
+            "POST",
+            &format!("/calls/{X}/command"),
+            s,
+            r#"{"op":"nope"}"#,
+        )
+        .await;
         assert_eq!((status, code(&body)), (400, "bad_request"));
         let (status, body) = send(
             &app,
             "POST",
-            "/calls/rtc_x/command",
+            &format!("/calls/{X}/command"),
             s,
             r#"{"op":"fault","fault":{"type":"clear_network"}}"#,
         )
         .await;
         assert_eq!((status, code(&body)), (409, "fault_refused"));
+        let (status, body) = send(
+            &app,
+            "POST",
+            "/calls/rtc_../command",
+            s,
+            r#"{"op":"hangup"}"#,
+        )
+        .await;
+        assert_eq!(
+            (status, code(&body)),
+            (404, "call_not_found"),
+            "not an id of ours"
+        );
         let (status, body) = send(&app, "GET", "/nowhere", s, "").await;
         assert_eq!((status, code(&body)), (404, "not_found"));
     }
@@ -410,14 +439,14 @@ mod tests {
         let app = router(Arc::new(Fake::default()), "s");
         let s = Some("s");
         let events = r#"{"op":"events","since":3}"#;
-        let (status, body) = send(&app, "POST", "/calls/rtc_x/command", s, events).await;
+        let (status, body) = send(&app, "POST", &format!("/calls/{X}/command"), s, events).await;
         assert_eq!(status, 200);
         assert_eq!(body["reply"], "events");
         assert_eq!(body["jsonl"], "{\"seq\":3}\n");
         let (status, body) = send(
             &app,
             "POST",
-            "/calls/rtc_x/command",
+            &format!("/calls/{X}/command"),
             s,
             r#"{"op":"hangup"}"#,
         )
@@ -426,15 +455,15 @@ mod tests {
         let (status, body) = send(
             &app,
             "POST",
-            "/calls/rtc_x/command",
+            &format!("/calls/{X}/command"),
             s,
             r#"{"op":"recording"}"#,
         )
         .await;
         assert_eq!((status, body["wav"].as_str()), (200, Some("UklGRg==")));
-        let (status, body) = send(&app, "POST", "/calls/rtc_y/command", s, events).await;
+        let (status, body) = send(&app, "POST", &format!("/calls/{Y}/command"), s, events).await;
         assert_eq!((status, code(&body)), (404, "call_not_found"));
-        let (status, _) = send(&app, "POST", "/calls/rtc_x/command", None, events).await;
+        let (status, _) = send(&app, "POST", &format!("/calls/{X}/command"), None, events).await;
         assert_eq!(status, 401);
     }
 

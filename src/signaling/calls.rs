@@ -18,7 +18,7 @@ use super::call_limits::{self, Admit, Slot};
 use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
 use crate::control::TransceiverControl;
 use crate::model::ModelKind;
-use crate::transceiver::{CallCommand, CallError, CallReply};
+use crate::transceiver::{CallCommand, CallError, CallId, CallReply};
 
 /// The model a call starts with: the call's own session config first, then the key's, then
 /// `?model=`, then echo. A name that is not ours (the SDK's `gpt-realtime-2.1`, as the real
@@ -277,7 +277,7 @@ impl Signaling {
     async fn live_among(&self, ids: &[String]) -> HashSet<String> {
         let mut by_transceiver: Vec<(Arc<dyn TransceiverControl>, Vec<&String>)> = vec![];
         for id in ids {
-            let Some(t) = self.transceiver_of(id) else {
+            let Some(t) = CallId::parse(id).and_then(|id| self.transceiver_of(&id)) else {
                 continue;
             };
             match by_transceiver.iter_mut().find(|(u, _)| Arc::ptr_eq(u, &t)) {
@@ -356,8 +356,8 @@ pub(super) async fn hangup(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let t = owned_call(&sig, bearer(&headers), &id)?;
-    match t.call(id.clone(), CallCommand::Hangup).await {
+    let call = owned_call(&sig, bearer(&headers), &id)?;
+    match call.run(CallCommand::Hangup).await {
         Ok(Some(CallReply::Ended)) => {
             sig.client_calls.ended(&id);
             Ok(StatusCode::OK.into_response())
@@ -384,7 +384,7 @@ pub(super) async fn events(
     q: Result<Query<EventsQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let t = owned_call(&sig, bearer(&headers), &id)?;
+    let call = owned_call(&sig, bearer(&headers), &id)?;
     let Query(q) = q.map_err(|e| {
         ApiError::invalid(
             "invalid_query",
@@ -392,7 +392,7 @@ pub(super) async fn events(
         )
     })?;
     let command = CallCommand::Events { since: q.since };
-    match t.call(id.clone(), command).await.map_err(call_error)? {
+    match call.run(command).await.map_err(call_error)? {
         Some(CallReply::Events { jsonl }) => Ok(ok_as("application/jsonl", jsonl)),
         Some(other) => Err(call_error(other.unexpected("events"))),
         None => Err(call_not_found(&id)),
@@ -419,26 +419,47 @@ pub(super) async fn renegotiate(
     Path(id): Path<String>,
     req: Request,
 ) -> Result<Response, ApiError> {
-    let t = owned_call(&sig, bearer(req.headers()), &id)?;
+    let call = owned_call(&sig, bearer(req.headers()), &id)?;
     let (offer, _) = read_offer(req).await?;
     check_offer(&offer)?;
     let command = CallCommand::Renegotiate { offer_sdp: offer };
-    match t.call(id.clone(), command).await.map_err(call_error)? {
+    match call.run(command).await.map_err(call_error)? {
         Some(CallReply::Answer { answer_sdp }) => Ok(ok_as("application/sdp", answer_sdp)),
         Some(other) => Err(call_error(other.unexpected("renegotiate"))),
         None => Err(call_not_found(&id)),
     }
 }
 
-/// The transceiver holding call `id`, if `key` may act on it. Authorized before the call is
+/// A call `key` may act on, and the transceiver that holds it.
+pub(super) struct OwnedCall {
+    pub id: CallId,
+    pub transceiver: Arc<dyn TransceiverControl>,
+}
+
+impl OwnedCall {
+    /// Runs a per-call operation on the call's transceiver: `Ok(None)` when it no longer
+    /// holds the call.
+    pub async fn run(&self, command: CallCommand) -> Result<Option<CallReply>, CallError> {
+        self.transceiver.call(&self.id, command).await
+    }
+}
+
+/// Call `id` and its transceiver, if `key` may act on it. Authorized before the id is parsed or
 /// looked up, so a stranger learns nothing about which ids are live.
 pub(super) fn owned_call(
     sig: &Signaling,
     key: Option<&str>,
     id: &str,
-) -> Result<Arc<dyn TransceiverControl>, ApiError> {
+) -> Result<OwnedCall, ApiError> {
     sig.keys.check_owner(key, id).map_err(key_error)?;
-    sig.transceiver_of(id).ok_or_else(|| call_not_found(id))
+    let parsed = CallId::parse(id).ok_or_else(|| call_not_found(id))?;
+    let transceiver = sig
+        .transceiver_of(&parsed)
+        .ok_or_else(|| call_not_found(id))?;
+    Ok(OwnedCall {
+        id: parsed,
+        transceiver,
+    })
 }
 
 pub(super) fn call_not_found(id: &str) -> ApiError {
@@ -467,8 +488,8 @@ pub(super) fn call_error(e: CallError) -> ApiError {
 
 impl Signaling {
     /// The transceiver a call id names (the id encodes cluster and transceiver).
-    pub(super) fn transceiver_of(&self, call_id: &str) -> Option<Arc<dyn TransceiverControl>> {
-        let place = crate::transceiver::call_id::decode(call_id)?;
+    pub(super) fn transceiver_of(&self, call_id: &CallId) -> Option<Arc<dyn TransceiverControl>> {
+        let place = call_id.place();
         self.directory
             .clusters()
             .iter()

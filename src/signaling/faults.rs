@@ -10,9 +10,8 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
-use super::calls::{call_error, call_not_found, owned_call};
+use super::calls::{OwnedCall, call_error, call_not_found, owned_call};
 use super::{ApiError, Signaling, bearer};
-use crate::control::TransceiverControl;
 use crate::transceiver::faults::{Fault, FaultState, Requested, parse_request};
 use crate::transceiver::{CallCommand, CallReply};
 
@@ -23,7 +22,7 @@ pub(super) async fn inject(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
-    let t = owned_call(&sig, bearer(&headers), &id)?;
+    let call = owned_call(&sig, bearer(&headers), &id)?;
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?;
     let req = parse_request(&body).map_err(|e| {
@@ -36,10 +35,10 @@ pub(super) async fn inject(
     })?;
     let applied = req.name();
     let (state, extra) = match req {
-        Requested::Call(fault) => (apply(&*t, &id, fault).await?, None),
+        Requested::Call(fault) => (apply(&call, fault).await?, None),
         Requested::RelayRestart => {
             // The call must be live for its owner to restart what it runs through.
-            let state = apply(&*t, &id, Fault::Status).await?;
+            let state = apply(&call, Fault::Status).await?;
             let relay = super::admin::run_action(&sig, "restart-relay".into()).await?;
             (state, Some(relay))
         }
@@ -57,8 +56,8 @@ pub(super) async fn status(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let t = owned_call(&sig, bearer(&headers), &id)?;
-    let state = apply(&*t, &id, Fault::Status).await?;
+    let call = owned_call(&sig, bearer(&headers), &id)?;
+    let state = apply(&call, Fault::Status).await?;
     Ok(Json(answer(&id, state, None)))
 }
 
@@ -68,16 +67,16 @@ pub(super) async fn clear(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Json<Value>, ApiError> {
-    let t = owned_call(&sig, bearer(&headers), &id)?;
-    let state = apply(&*t, &id, Fault::ClearNetwork).await?;
+    let call = owned_call(&sig, bearer(&headers), &id)?;
+    let state = apply(&call, Fault::ClearNetwork).await?;
     Ok(Json(answer(&id, state, Some("clear_network"))))
 }
 
-async fn apply(t: &dyn TransceiverControl, id: &str, fault: Fault) -> Result<FaultState, ApiError> {
-    match t.call(id.to_owned(), CallCommand::Fault { fault }).await {
+async fn apply(call: &OwnedCall, fault: Fault) -> Result<FaultState, ApiError> {
+    match call.run(CallCommand::Fault { fault }).await {
         Ok(Some(CallReply::Fault { state })) => Ok(state),
         Ok(Some(other)) => Err(call_error(other.unexpected("fault"))),
-        Ok(None) => Err(call_not_found(id)),
+        Ok(None) => Err(call_not_found(call.id.as_str())),
         Err(e) => Err(call_error(e)),
     }
 }

@@ -147,8 +147,8 @@ pub(super) async fn content(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let t = super::calls::owned_call(&sig, bearer(&headers), &id)?;
-    let wav = match t.call(id.clone(), CallCommand::Recording).await {
+    let call = super::calls::owned_call(&sig, bearer(&headers), &id)?;
+    let wav = match call.run(CallCommand::Recording).await {
         Ok(Some(CallReply::Recording { wav })) => Some(wav),
         Ok(Some(other)) => return Err(call_error(other.unexpected("recording"))),
         Ok(None) => None,

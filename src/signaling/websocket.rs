@@ -113,11 +113,9 @@ pub(super) async fn attach_sideband(
     key: Option<&str>,
     call_id: &str,
 ) -> Result<EventStream, ApiError> {
-    sig.keys.check_owner(key, call_id).map_err(key_error)?;
-    let t = sig
-        .transceiver_of(call_id)
-        .ok_or_else(|| call_not_found(call_id))?;
-    t.attach_sideband(call_id.to_owned())
+    let call = super::calls::owned_call(sig, key, call_id)?;
+    call.transceiver
+        .attach_sideband(&call.id)
         .await
         .map_err(call_error)?
         .ok_or_else(|| call_not_found(call_id))

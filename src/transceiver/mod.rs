@@ -24,6 +24,7 @@ pub mod websocket;
 mod worker;
 
 pub use call_command::{CallCommand, CallReply};
+pub use call_id::CallId;
 pub use engine::CallSetup;
 pub use media::VoiceTimings;
 pub use peer::{AnswerError, add_host_candidate, codec_parameters, opus as opus_codec};
@@ -360,8 +361,8 @@ impl TransceiverHandle {
     }
 
     /// The worker that owns `call_id`, from the worker byte in the id.
-    fn owner(&self, call_id: &str) -> Option<&WorkerLink> {
-        let place = call_id::decode(call_id)?;
+    fn owner(&self, call_id: &CallId) -> Option<&WorkerLink> {
+        let place = call_id.place();
         if place.cluster != self.cluster || place.transceiver != self.id {
             return None;
         }
@@ -373,15 +374,16 @@ impl TransceiverHandle {
     /// off the workers, so those two are answered from the shared stores once the call is gone.
     pub async fn call(
         &self,
-        call_id: String,
+        call_id: &CallId,
         command: CallCommand,
     ) -> Result<Option<CallReply>, CallError> {
-        let Some(w) = self.owner(&call_id) else {
+        let Some(w) = self.owner(call_id) else {
             return Ok(None);
         };
+        let call_id = call_id.as_str();
         let now = std::time::Instant::now;
         if command == CallCommand::Recording {
-            let wav = recording::lock(&self.recordings).get(now(), &call_id);
+            let wav = recording::lock(&self.recordings).get(now(), call_id);
             return Ok(wav.map(|wav| CallReply::Recording { wav: wav.to_vec() }));
         }
         let since = match command {
@@ -391,7 +393,7 @@ impl TransceiverHandle {
         // Asked first: a call that ends meanwhile is in the store before its worker answers.
         // A stopped worker holds no calls, so its silence is "not here" too.
         let live = ask(w, |reply| WorkerMessage::Call {
-            call_id: call_id.clone(),
+            call_id: call_id.to_owned(),
             command,
             reply,
         })
@@ -401,7 +403,7 @@ impl TransceiverHandle {
             (Some(reply), _) => reply.map(Some),
             (None, Some(since)) => {
                 Ok(
-                    event_log::read_ended(&self.ended_logs, now(), &call_id, since)
+                    event_log::read_ended(&self.ended_logs, now(), call_id, since)
                         .map(|jsonl| CallReply::Events { jsonl }),
                 )
             }
@@ -432,11 +434,12 @@ impl TransceiverHandle {
     /// detaches it.
     pub async fn attach_sideband(
         &self,
-        call_id: String,
+        call_id: &CallId,
     ) -> Result<Option<websocket::EventStream>, CallError> {
-        let Some(w) = self.owner(&call_id) else {
+        let Some(w) = self.owner(call_id) else {
             return Ok(None);
         };
+        let call_id = call_id.to_string();
         let (out, from_session) = tokio::sync::mpsc::channel(websocket::STREAM_CAPACITY);
         let attach = ask(w, |reply| WorkerMessage::AttachSideband {
             call_id: call_id.clone(),
