@@ -87,9 +87,6 @@ impl CacheThread {
         let mut backlog: HashMap<SocketAddr, String> = HashMap::new();
         let mut last_attempt = Instant::now();
         loop {
-            if let Some(live) = self.relay.live_hops.clone() {
-                live.refresh(&mut hops_seen, &mut self.relay);
-            }
             let req = if backlog.is_empty() {
                 match rx.recv() {
                     Ok(r) => Some(r),
@@ -102,6 +99,13 @@ impl CacheThread {
                     Err(mpsc::RecvTimeoutError::Disconnected) => return,
                 }
             };
+            // After the wait, not before it: right after a restart the first lookups arrive
+            // while membership is still being read, and a hop table copied before the wait
+            // would not know the hop a stored flow names (the flow was then learned only from
+            // the transceivers' traffic, seconds later).
+            if let Some(live) = self.relay.live_hops.clone() {
+                live.refresh(&mut hops_seen, &mut self.relay);
+            }
             if conn.is_none() && last_attempt.elapsed() >= RETRY {
                 last_attempt = Instant::now();
                 conn = self.connect(&client, &mut last_error);
