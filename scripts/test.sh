@@ -116,26 +116,15 @@ export VOICE_EDGE_PYTHON="$PWD/$py_venv/bin/python"
 #    voice-edge binary (with the same feature set as the tests), and the e2e test below uses exactly that
 #    binary, found from cargo's build messages. Only if no test needed the binary is it built separately.
 # ---------------------------------------------------------------------------------------------------------
-step "style and provenance: cargo fmt --check, vendor.sh verify"
+step "style and provenance: cargo fmt --check, clippy -D warnings, vendor.sh verify"
 cargo fmt --check
+cargo clippy --all-targets --locked -- -D warnings
 bash scripts/vendor.sh verify
 
-# Clippy runs beside the release build, in a target directory of its own (cargo would otherwise
-# make one wait for the other's lock): the build has long single-crate stretches that leave a
-# core idle. Its verdict is read once the build is done.
-step "build: cargo test --release --no-run, and cargo clippy --all-targets -D warnings beside it"
+step "build: cargo test --release --no-run"
 artifacts="$(mktemp)"
-clippy_log="$(mktemp)"
-trap 'rm -f "$artifacts" "$clippy_log"; report' EXIT
-CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/clippy" \
-  cargo clippy --all-targets --locked -- -D warnings >"$clippy_log" 2>&1 &
-clippy_pid=$!
+trap 'rm -f "$artifacts"; report' EXIT
 cargo test --release --locked --no-run --message-format=json-render-diagnostics >"$artifacts"
-if ! wait "$clippy_pid"; then
-  cat "$clippy_log" >&2
-  echo "error: cargo clippy --all-targets -- -D warnings failed (above)" >&2
-  exit 1
-fi
 # Most tests wait on real sockets, timers and paced audio rather than compute, so they run with
 # more threads than this machine has cores (RUST_TEST_THREADS overrides it).
 step "cargo test --release"
