@@ -429,7 +429,7 @@ impl MediaPlans {
 
 /// The media path as started: relays and transceivers, and what signaling and `Running` need
 /// of them.
-struct Media {
+struct MediaPath {
     views: Vec<ClusterView>,
     relays: Vec<Arc<RelaySlot>>,
     transceivers: Vec<TransceiverHandle>,
@@ -446,7 +446,7 @@ fn start_media(
     plans: &MediaPlans,
     keys: &RouteKeys,
     flow_cache: Option<FlowCacheConfig>,
-) -> anyhow::Result<Media> {
+) -> anyhow::Result<MediaPath> {
     // Relay sockets are bound up front (and kept): their addresses configure everything else.
     let global = match &plans.global {
         Some(p) => Some(RelaySockets::bind(
@@ -524,7 +524,7 @@ fn start_media(
         entry = global_addrs.map(|(advertised, _)| (advertised, public));
     }
     let (media_addr, media_bind) = entry.expect("an entry relay was started");
-    Ok(Media {
+    Ok(MediaPath {
         views,
         relays,
         transceivers: handles,

@@ -17,7 +17,7 @@ pub mod config;
 mod session;
 
 pub use config::{DelegationTarget, LiveStart};
-pub use session::{LiveSession, Origin, error_frame};
+pub use session::{EventSource, LiveSession, error_frame};
 
 use crate::model::ModelKind;
 use crate::realtime::ClientError;

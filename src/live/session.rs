@@ -27,7 +27,7 @@ use super::config::LiveStart;
 /// Where a client event came from. The frontend's data channel obeys the session's
 /// `client.data_channel` permissions; a sideband (the app's trusted backend) does not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
+pub enum EventSource {
     DataChannel,
     Sideband,
 }

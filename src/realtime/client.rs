@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::events::{ClientError, ClientEvent, required_str};
-use super::items::{Item, Origin, audio_ms, client_item};
+use super::items::{AudioSource, Item, audio_ms, client_item};
 use super::response::ResponseRequest;
 use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
 use super::session_limits::check_update_size;
@@ -152,11 +152,11 @@ impl Conversation {
                 end_ms,
             } => {
                 let id = item_id.unwrap_or_else(|| self.new_id("item"));
-                self.commit_user_audio(id, Origin::Input { start_ms, end_ms });
+                self.commit_user_audio(id, AudioSource::Input { start_ms, end_ms });
             }
             Pending::Appended { ms } => {
                 let id = self.new_id("item");
-                self.commit_user_audio(id, Origin::Appended { ms });
+                self.commit_user_audio(id, AudioSource::Appended { ms });
             }
         }
         Ok(())
@@ -238,7 +238,7 @@ impl Conversation {
             ));
         }
         let (words, audio_ms) = match &item.origin {
-            Origin::Assistant { words, audio_ms } => (words.clone(), *audio_ms),
+            AudioSource::Assistant { words, audio_ms } => (words.clone(), *audio_ms),
             _ => (Vec::new(), 0),
         };
         if end_ms > audio_ms {
@@ -250,7 +250,7 @@ impl Conversation {
         let kept = super::response::heard_words(&words, end_ms, audio_ms);
         let words: Vec<String> = words[..kept].to_vec();
         item.value["content"][index]["transcript"] = Value::from(words.join(" "));
-        item.origin = Origin::Assistant {
+        item.origin = AudioSource::Assistant {
             words,
             audio_ms: end_ms,
         };

@@ -12,7 +12,7 @@ pub const MAX_ITEMS: usize = 500;
 /// Where an item's audio came from, which decides what the models answer and what truncation
 /// may do. Kept beside the item because none of it is on the wire.
 #[derive(Debug, Clone, PartialEq)]
-pub(super) enum Origin {
+pub(super) enum AudioSource {
     /// Created by the client, or an item whose audio we do not hold.
     Client,
     /// A committed span of the caller's RTP audio (input time base).
@@ -29,7 +29,7 @@ pub(super) enum Origin {
 #[derive(Debug, Clone)]
 pub(super) struct Item {
     pub value: Value,
-    pub origin: Origin,
+    pub origin: AudioSource,
 }
 
 impl Item {
@@ -145,7 +145,7 @@ impl ItemStore {
 
 /// The user item a committed audio span becomes. The `transcript` key must be present even
 /// when null: the SDK's item schema `.parse()`s it and throws otherwise.
-pub(super) fn user_audio_item(id: &str, origin: Origin) -> Item {
+pub(super) fn user_audio_item(id: &str, origin: AudioSource) -> Item {
     Item {
         value: json!({
             "id": id,
@@ -169,7 +169,7 @@ pub(super) fn assistant_item(id: &str) -> Item {
             "status": "in_progress",
             "content": []
         }),
-        origin: Origin::Client,
+        origin: AudioSource::Client,
     }
 }
 
@@ -246,9 +246,9 @@ pub(super) fn client_item(
     }
     out.insert("id".into(), Value::from(id.unwrap_or_else(new_id)));
     let origin = if appended_ms > 0 {
-        Origin::Appended { ms: appended_ms }
+        AudioSource::Appended { ms: appended_ms }
     } else {
-        Origin::Client
+        AudioSource::Client
     };
     Ok(Item {
         value: Value::Object(out),

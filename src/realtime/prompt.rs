@@ -3,7 +3,7 @@
 
 use crate::model::{Prompt, ToolOutput};
 
-use super::items::{Item, Origin};
+use super::items::{AudioSource, Item};
 
 /// Walks back from the newest item: tool outputs after the model's calls, else the latest
 /// user message with no assistant output after it (system messages are skipped), else nothing.
@@ -41,16 +41,16 @@ pub(super) fn prompt_of<'a>(items: &[&'a Item]) -> Prompt<'a> {
 
 fn user_prompt(item: &Item) -> Prompt<'_> {
     match &item.origin {
-        Origin::Input { start_ms, end_ms } => Prompt::Audio {
+        AudioSource::Input { start_ms, end_ms } => Prompt::Audio {
             item_id: item.id(),
             start_ms: *start_ms,
             end_ms: *end_ms,
             transcript: item.value["content"][0]["transcript"].as_str(),
         },
-        Origin::Idle { .. } => Prompt::Idle,
+        AudioSource::Idle { .. } => Prompt::Idle,
         origin => match (item.text(), origin) {
             (Some(t), _) => Prompt::Text(t),
-            (None, Origin::Appended { ms }) => Prompt::AppendedAudio { ms: *ms },
+            (None, AudioSource::Appended { ms }) => Prompt::AppendedAudio { ms: *ms },
             (None, _) => Prompt::Unreadable,
         },
     }

@@ -7,7 +7,7 @@
 use serde_json::{Value, json};
 
 use super::Conversation;
-use super::items::{Item, Origin};
+use super::items::{AudioSource, Item};
 
 #[derive(Debug, Clone)]
 pub(super) struct PlannedCall {
@@ -75,7 +75,7 @@ impl Conversation {
             if in_conversation {
                 previous = self.items.push(Item {
                     value: done.clone(),
-                    origin: Origin::Client,
+                    origin: AudioSource::Client,
                 });
                 self.out.emit(
                     "conversation.item.added",

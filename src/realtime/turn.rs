@@ -13,7 +13,7 @@
 use serde_json::{Value, json};
 
 use super::events::ClientError;
-use super::items::{Item, Origin, assistant_item};
+use super::items::{AudioSource, Item, assistant_item};
 use super::prompt::prompt_of;
 use super::response::{
     ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
@@ -273,12 +273,13 @@ impl Conversation {
         let mut audio_ms = 0u64;
         for item in self.items.iter_rev() {
             match &item.origin {
-                Origin::Input { start_ms, end_ms } | Origin::Idle { start_ms, end_ms } => {
+                AudioSource::Input { start_ms, end_ms }
+                | AudioSource::Idle { start_ms, end_ms } => {
                     audio_ms += end_ms - start_ms;
                 }
-                Origin::Appended { ms } => audio_ms += ms,
-                Origin::Assistant { audio_ms: ms, .. } => audio_ms += ms,
-                Origin::Client => chars += item.text().map_or(0, |t| t.len()) as u64,
+                AudioSource::Appended { ms } => audio_ms += ms,
+                AudioSource::Assistant { audio_ms: ms, .. } => audio_ms += ms,
+                AudioSource::Client => chars += item.text().map_or(0, |t| t.len()) as u64,
             }
         }
         input_tokens(chars, audio_ms)
@@ -313,7 +314,7 @@ impl Conversation {
             return;
         };
         let value = r.item(status);
-        let origin = Origin::Assistant {
+        let origin = AudioSource::Assistant {
             words: r.words[..r.sent].to_vec(),
             audio_ms: r.played_ms,
         };

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::Conversation;
 use super::input::OpenSpeech;
-use super::items::{Origin, user_audio_item};
+use super::items::{AudioSource, user_audio_item};
 use crate::model::{AudioTurn, Heard, Transcription};
 
 impl Conversation {
@@ -76,7 +76,7 @@ impl Conversation {
         self.input.committed_upto = end_ms;
         self.input.closed = None;
         self.input.appended_ms = 0;
-        self.commit_user_audio(item_id, Origin::Input { start_ms, end_ms });
+        self.commit_user_audio(item_id, AudioSource::Input { start_ms, end_ms });
         if self.turn_detection().is_some_and(|t| t.create_response) {
             self.request_auto_response();
         }
@@ -100,7 +100,7 @@ impl Conversation {
         self.input.closed = None;
         self.commit_user_audio(
             item_id,
-            Origin::Idle {
+            AudioSource::Idle {
                 start_ms: audio_start_ms,
                 end_ms,
             },
@@ -109,7 +109,7 @@ impl Conversation {
     }
 
     /// `committed`, then the user item (`added`, `done`), then its transcription if enabled.
-    pub(super) fn commit_user_audio(&mut self, item_id: String, origin: Origin) {
+    pub(super) fn commit_user_audio(&mut self, item_id: String, origin: AudioSource) {
         let item = user_audio_item(&item_id, origin);
         let value = item.value.clone();
         let previous = self.items.push(item);
@@ -135,9 +135,9 @@ impl Conversation {
             return;
         };
         let (what, ms) = match item.origin {
-            Origin::Input { start_ms, end_ms } => (Heard::Speech, end_ms - start_ms),
-            Origin::Idle { start_ms, end_ms } => (Heard::Silence, end_ms - start_ms),
-            Origin::Appended { ms } => (Heard::Appended, ms),
+            AudioSource::Input { start_ms, end_ms } => (Heard::Speech, end_ms - start_ms),
+            AudioSource::Idle { start_ms, end_ms } => (Heard::Silence, end_ms - start_ms),
+            AudioSource::Appended { ms } => (Heard::Appended, ms),
             _ => return,
         };
         let turn = AudioTurn {

@@ -2,7 +2,7 @@
 //! engine (see [`crate::live`]). The session and the media side see one interface; only the
 //! events on the channel differ.
 
-use crate::live::{LiveSession, LiveStart, Origin};
+use crate::live::{EventSource, LiveSession, LiveStart};
 use crate::model::ModelKind;
 use crate::realtime::{Action, Conversation};
 
@@ -83,7 +83,7 @@ impl Engine {
         }
     }
 
-    pub fn on_client_text(&mut self, text: &str, origin: Origin) {
+    pub fn on_client_text(&mut self, text: &str, origin: EventSource) {
         match self {
             Engine::Realtime(c) => c.on_client_text(text),
             Engine::Live(l) => l.on_client_text(text, origin),

@@ -24,7 +24,7 @@ use super::engine::{CallSetup, Engine};
 use super::event_log::EventLog;
 use super::media::{Job, JobDone, Media, VoiceTimings};
 use crate::audio::Codec;
-use crate::live::Origin;
+use crate::live::EventSource;
 use crate::realtime::Action;
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
@@ -497,14 +497,14 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
-                self.on_client_text(now, &text, Origin::DataChannel);
+                self.on_client_text(now, &text, EventSource::DataChannel);
             }
             _ => {}
         }
     }
 
     /// A client event from the data channel or a sideband: one conversation, whoever sends.
-    fn on_client_text(&mut self, now: Instant, text: &str, origin: Origin) {
+    fn on_client_text(&mut self, now: Instant, text: &str, origin: EventSource) {
         self.events.record_client(now, text);
         self.tick(now);
         self.engine.on_client_text(text, origin);
@@ -528,7 +528,7 @@ impl Session {
     /// A client event from a sideband.
     pub fn on_sideband_text(&mut self, now: Instant, text: &str) {
         self.last_heard = now;
-        self.on_client_text(now, text, Origin::Sideband);
+        self.on_client_text(now, text, EventSource::Sideband);
     }
 
     /// The engine's session clock: ms since the call was created.

@@ -4,20 +4,20 @@
 use serde_json::{Map, Value, json};
 
 use super::delegation::BackendTurn;
-use super::{LiveSession, Origin};
+use super::{EventSource, LiveSession};
 use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
 use crate::model::ModelKind;
 use crate::realtime::{ClientError, ClientEvent, Transport};
 
 impl LiveSession {
     /// One client event, from the data channel or a sideband.
-    pub fn on_client_text(&mut self, text: &str, origin: Origin) {
+    pub fn on_client_text(&mut self, text: &str, origin: EventSource) {
         let event = match ClientEvent::parse(text) {
             Ok(event) => event,
             Err(e) => return self.error(e, None),
         };
         let result = event.kind().and_then(|kind| {
-            if origin == Origin::DataChannel && !self.data_channel_sends(kind) {
+            if origin == EventSource::DataChannel && !self.data_channel_sends(kind) {
                 Err(ClientError::new(
                     "event_not_permitted",
                     format!("This session's data channel may not send '{kind}' (client.data_channel.allowed_client_events)."),

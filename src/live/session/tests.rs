@@ -78,7 +78,7 @@ impl Harness {
 
     fn send(&mut self, event: Value) {
         self.s
-            .on_client_text(&event.to_string(), Origin::DataChannel);
+            .on_client_text(&event.to_string(), EventSource::DataChannel);
     }
 
     /// A spoken turn from `start` to `end` (input ms); returns the frames and the reply's
@@ -292,7 +292,7 @@ fn bad_events_get_live_errors() {
             assert_eq!(f[0]["error"]["client_event_id"], id);
         }
     }
-    h.s.on_client_text("{not json", Origin::DataChannel);
+    h.s.on_client_text("{not json", EventSource::DataChannel);
     assert_eq!(h.frames()[0]["error"]["code"], "invalid_json");
 }
 
@@ -540,7 +540,10 @@ fn data_channel_permissions_are_enforced_for_the_frontend_only() {
     assert!(!h.s.data_channel_receives(&refused[0].to_string()));
     assert!(h.s.data_channel_receives(&f[0].to_string()));
     // A sideband is trusted.
-    h.s.on_client_text(r#"{"type":"session.input_audio.mute"}"#, Origin::Sideband);
+    h.s.on_client_text(
+        r#"{"type":"session.input_audio.mute"}"#,
+        EventSource::Sideband,
+    );
     assert_eq!(types(&h.frames()), ["session.input_audio.muted"]);
 }
 

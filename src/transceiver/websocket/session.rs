@@ -140,7 +140,7 @@ impl WsSession {
         };
         // The engine checks and answers the event (an `error` for bad base64) either way.
         self.engine
-            .on_client_text(text, crate::live::Origin::DataChannel);
+            .on_client_text(text, crate::live::EventSource::DataChannel);
         if let Some(audio) = audio {
             let ticks = self.media.codec().frame_ticks();
             for frame in self.framer.push(&audio) {
