@@ -35,6 +35,7 @@ use super::faults::{Fault, FaultState, Inbound};
 use super::media::{Job, JobDone};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
+use super::transmit::Transmit;
 use super::{
     CallCommand, CallError, CallInfo, CallReply, CreatedCall, EndCounters, TransceiverConfig,
     WorkerStats,
@@ -51,15 +52,6 @@ type Key = u64;
 /// Addresses a call accepts datagrams from besides its current one (a NAT rebinding under way,
 /// the address it just left).
 const MAX_ALIASES: usize = 4;
-
-/// A datagram for the socket: to a relay's link address with the link header in front, or bare
-/// to a client that talks to this socket directly.
-#[derive(Debug)]
-pub struct Transmit {
-    pub to: SocketAddr,
-    pub link: Option<LinkHeader>,
-    pub payload: BytesMut,
-}
 
 /// Slow work a call needs done off the socket loop (espeak-ng is a subprocess).
 pub struct CallJob {

@@ -31,8 +31,8 @@ use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::endpoint::Transmit;
 use super::impairment::{Impairment, ImpairmentStats, Params};
+use super::transmit::Transmit;
 
 /// Which way a network impairment applies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]

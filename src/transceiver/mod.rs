@@ -20,6 +20,7 @@ mod peer;
 pub mod recording;
 mod session;
 pub mod sideband;
+pub mod transmit;
 pub mod websocket;
 mod worker;
 

@@ -10,9 +10,10 @@ use std::time::{Duration, Instant};
 use rtc::peer_connection::certificate::RTCCertificate;
 
 use super::admission::{Saturation, SharedLoad, Window};
-use super::endpoint::{CallJob, Endpoint, Transmit};
+use super::endpoint::{CallJob, Endpoint};
 use super::mailbox::{Inbox, Mailbox};
 use super::media::JobDone;
+use super::transmit::Transmit;
 use super::{TransceiverConfig, WorkerMessage};
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
