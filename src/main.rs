@@ -395,6 +395,7 @@ fn banner(r: &Running, lan: bool) -> String {
 }
 
 fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
+    use voice_edge::relay::{RelayConfig, Tier};
     use voice_edge::roles::relay::{self, RelayRoleConfig};
     let mut keys = RouteKeys::from_hex(a.route_key.key_id, &a.route_secret)?;
     if let Some(prev) = &a.previous_route_secret {
@@ -409,12 +410,15 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         .map(voice_edge::cache::parse_redis_url)
         .transpose()
         .map_err(anyhow::Error::msg)?;
-    let running = relay::start(RelayRoleConfig {
+    let relay = RelayConfig {
         listen: a.listen,
-        internal: a.internal,
-        cluster: a.cluster,
-        global: a.global,
-        next_hops: a.transceivers,
+        link: a.internal,
+        tier: if a.global {
+            Tier::Global
+        } else {
+            Tier::Cluster { cluster: a.cluster }
+        },
+        next_hops: a.transceivers.into_iter().collect(),
         hop_workers: a.transceiver_workers,
         upstreams: a.upstreams,
         route_keys: keys,
@@ -426,6 +430,13 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         pin: !a.no_pin,
         flow_idle: Duration::from_secs(a.flow_idle),
         max_flows: a.max_flows,
+        learn_outbound: true,
+        cache: None,
+        live_hops: None,
+        local_links: None,
+    };
+    let running = relay::start(RelayRoleConfig {
+        relay,
         redis_url,
         metrics: a.metrics.addr()?,
     })?;

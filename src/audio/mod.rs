@@ -25,10 +25,9 @@ pub mod tts;
 pub mod vad;
 pub mod wav;
 
-pub use codec::SILENCE_FRAME;
 pub use codec::{
     Codec, CodecError, Decoder, Encoder, EncoderConfig, FRAME_SAMPLES, OpusDecoder, OpusEncoder,
-    SAMPLE_RATE, packet_samples,
+    SAMPLE_RATE, SILENCE_FRAME, packet_samples,
 };
 pub use input::{Arrival, InputBuffer, Listener};
 pub use player::{OutFrame, Player};

@@ -76,6 +76,11 @@ fn error(status: StatusCode, code: &str, message: &str) -> Response {
         .into_response()
 }
 
+/// The call is not on this transceiver (or the id is none of ours).
+fn call_not_here() -> Response {
+    error(StatusCode::NOT_FOUND, "call_not_found", "no such call here")
+}
+
 fn call_error(e: CallError) -> Response {
     let (status, code) = wire::error_parts(&e);
     error(
@@ -127,11 +132,11 @@ async fn command(
         Err(e) => return bad_body(e),
     };
     let Some(id) = CallId::parse(&id) else {
-        return error(StatusCode::NOT_FOUND, "call_not_found", "no such call here");
+        return call_not_here();
     };
     match ctx.transceiver.call(&id, command).await {
         Ok(Some(reply)) => Json(reply).into_response(),
-        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
+        Ok(None) => call_not_here(),
         Err(e) => call_error(e),
     }
 }
@@ -189,13 +194,13 @@ async fn sideband(
     upgrade: WebSocketUpgrade,
 ) -> Response {
     let Some(id) = CallId::parse(&id) else {
-        return error(StatusCode::NOT_FOUND, "call_not_found", "no such call here");
+        return call_not_here();
     };
     match ctx.transceiver.attach_sideband(&id).await {
         Ok(Some(stream)) => upgrade.on_upgrade(move |socket| {
             crate::transceiver::websocket::pipe(socket, stream, "call ended")
         }),
-        Ok(None) => error(StatusCode::NOT_FOUND, "call_not_found", "no such call here"),
+        Ok(None) => call_not_here(),
         Err(e) => call_error(e),
     }
 }

@@ -2,35 +2,18 @@
 //! (`--transceiver ID=ADDR`) or the cluster's leases in Redis, which it follows; with Redis it
 //! also keeps its flow cache there, so a restarted relay resumes live calls.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::relay::{self, FlowCacheConfig, LiveHops, RelayConfig, RelayHandle, Tier};
-use crate::routing::RouteKeys;
 
-#[derive(Debug, Clone)]
 pub struct RelayRoleConfig {
-    /// The public UDP address clients send to.
-    pub listen: SocketAddr,
-    /// The link address transceivers answer to (and global relays forward to).
-    pub internal: SocketAddr,
-    pub cluster: u16,
-    /// Route by cluster to cluster relays instead of to transceivers.
-    pub global: bool,
-    /// Static next hops (id → link address of worker 0); empty: follow Redis membership.
-    pub next_hops: Vec<(u16, SocketAddr)>,
-    pub hop_workers: u8,
-    /// Global relays allowed to hand over client datagrams.
-    pub upstreams: Vec<SocketAddr>,
-    pub route_keys: RouteKeys,
-    pub workers: usize,
-    pub pin: bool,
-    pub flow_idle: Duration,
-    pub max_flows: usize,
-    /// Flow cache and, without static next hops, membership.
+    /// The relay as the flags describe it; its flow cache and membership follower are added
+    /// here from `redis_url`.
+    pub relay: RelayConfig,
+    /// Flow cache and, for a cluster relay without static next hops, membership.
     pub redis_url: Option<String>,
     /// Where `/metrics` and `/health` listen; none for no listener.
     pub metrics: Option<SocketAddr>,
@@ -46,41 +29,25 @@ pub struct RunningRelay {
 
 /// Starts the workers, the membership follower and the metrics listener. Needs no runtime.
 pub fn start(cfg: RelayRoleConfig) -> anyhow::Result<RunningRelay> {
-    // No static members: follow the cluster's members in Redis.
-    let live_hops =
-        (cfg.next_hops.is_empty() && !cfg.global).then(|| Arc::new(LiveHops::default()));
-    let next_hops: HashMap<u16, SocketAddr> = cfg.next_hops.into_iter().collect();
-    let relay_cfg = RelayConfig {
-        listen: cfg.listen,
-        link: cfg.internal,
-        tier: if cfg.global {
-            Tier::Global
-        } else {
-            Tier::Cluster {
-                cluster: cfg.cluster,
-            }
-        },
-        next_hops,
-        hop_workers: cfg.hop_workers,
-        upstreams: cfg.upstreams,
-        route_keys: cfg.route_keys,
-        workers: cfg.workers,
-        pin: cfg.pin,
-        flow_idle: cfg.flow_idle,
-        max_flows: cfg.max_flows,
-        learn_outbound: true,
-        cache: cfg.redis_url.clone().map(|redis| FlowCacheConfig {
-            redis,
-            ttl: cfg.flow_idle * 4,
-        }),
-        live_hops: live_hops.clone(),
-        local_links: None,
+    let mut relay_cfg = cfg.relay;
+    // A cluster relay without static members follows the cluster's members in Redis.
+    let follow = match relay_cfg.tier {
+        Tier::Cluster { cluster } if relay_cfg.next_hops.is_empty() => {
+            cfg.redis_url.clone().map(|url| (cluster, url))
+        }
+        _ => None,
     };
+    let live_hops = follow.as_ref().map(|_| Arc::new(LiveHops::default()));
+    relay_cfg.live_hops = live_hops.clone();
+    relay_cfg.cache = cfg.redis_url.map(|redis| FlowCacheConfig {
+        redis,
+        ttl: relay_cfg.flow_idle * 4,
+    });
     let stop_following = Arc::new(AtomicBool::new(false));
-    if let (Some(hops), Some(url)) = (live_hops, cfg.redis_url) {
+    if let (Some(hops), Some((cluster, url))) = (live_hops, follow) {
         crate::membership::registry::follow(
             url,
-            cfg.cluster,
+            cluster,
             hops,
             Duration::from_millis(500),
             stop_following.clone(),

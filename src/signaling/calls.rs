@@ -357,14 +357,13 @@ pub(super) async fn hangup(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let call = owned_call(&sig, bearer(&headers), &id)?;
-    match call.run(CallCommand::Hangup).await {
-        Ok(Some(CallReply::Ended)) => {
+    match call.run(CallCommand::Hangup).await? {
+        Some(CallReply::Ended) => {
             sig.client_calls.ended(&id);
             Ok(StatusCode::OK.into_response())
         }
-        Ok(Some(other)) => Err(call_error(other.unexpected("hangup"))),
-        Ok(None) => Err(call_not_found(&id)),
-        Err(e) => Err(call_error(e)),
+        Some(other) => Err(call_error(other.unexpected("hangup"))),
+        None => Err(call_not_found(&id)),
     }
 }
 
@@ -392,7 +391,7 @@ pub(super) async fn events(
         )
     })?;
     let command = CallCommand::Events { since: q.since };
-    match call.run(command).await.map_err(call_error)? {
+    match call.run(command).await? {
         Some(CallReply::Events { jsonl }) => Ok(ok_as("application/jsonl", jsonl)),
         Some(other) => Err(call_error(other.unexpected("events"))),
         None => Err(call_not_found(&id)),
@@ -423,7 +422,7 @@ pub(super) async fn renegotiate(
     let (offer, _) = read_offer(req).await?;
     check_offer(&offer)?;
     let command = CallCommand::Renegotiate { offer_sdp: offer };
-    match call.run(command).await.map_err(call_error)? {
+    match call.run(command).await? {
         Some(CallReply::Answer { answer_sdp }) => Ok(ok_as("application/sdp", answer_sdp)),
         Some(other) => Err(call_error(other.unexpected("renegotiate"))),
         None => Err(call_not_found(&id)),
@@ -438,9 +437,12 @@ pub(super) struct OwnedCall {
 
 impl OwnedCall {
     /// Runs a per-call operation on the call's transceiver: `Ok(None)` when it no longer
-    /// holds the call.
-    pub async fn run(&self, command: CallCommand) -> Result<Option<CallReply>, CallError> {
-        self.transceiver.call(&self.id, command).await
+    /// holds the call; a control failure is already the API's error.
+    pub async fn run(&self, command: CallCommand) -> Result<Option<CallReply>, ApiError> {
+        self.transceiver
+            .call(&self.id, command)
+            .await
+            .map_err(call_error)
     }
 }
 

@@ -73,11 +73,10 @@ pub(super) async fn clear(
 }
 
 async fn apply(call: &OwnedCall, fault: Fault) -> Result<FaultState, ApiError> {
-    match call.run(CallCommand::Fault { fault }).await {
-        Ok(Some(CallReply::Fault { state })) => Ok(state),
-        Ok(Some(other)) => Err(call_error(other.unexpected("fault"))),
-        Ok(None) => Err(call_not_found(call.id.as_str())),
-        Err(e) => Err(call_error(e)),
+    match call.run(CallCommand::Fault { fault }).await? {
+        Some(CallReply::Fault { state }) => Ok(state),
+        Some(other) => Err(call_error(other.unexpected("fault"))),
+        None => Err(call_not_found(call.id.as_str())),
     }
 }
 

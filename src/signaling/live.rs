@@ -148,11 +148,10 @@ pub(super) async fn content(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let call = super::calls::owned_call(&sig, bearer(&headers), &id)?;
-    let wav = match call.run(CallCommand::Recording).await {
-        Ok(Some(CallReply::Recording { wav })) => Some(wav),
-        Ok(Some(other)) => return Err(call_error(other.unexpected("recording"))),
-        Ok(None) => None,
-        Err(e) => return Err(call_error(e)),
+    let wav = match call.run(CallCommand::Recording).await? {
+        Some(CallReply::Recording { wav }) => Some(wav),
+        Some(other) => return Err(call_error(other.unexpected("recording"))),
+        None => None,
     };
     let Some(wav) = wav else {
         return Err(ApiError::invalid(

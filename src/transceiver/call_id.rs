@@ -83,12 +83,6 @@ impl fmt::Display for CallId {
     }
 }
 
-impl From<CallId> for String {
-    fn from(id: CallId) -> String {
-        id.text
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -382,12 +382,11 @@ impl TransceiverHandle {
             return Ok(None);
         };
         let call_id = call_id.as_str();
-        let now = std::time::Instant::now;
         if command == CallCommand::Recording {
-            let wav = recording::lock(&self.recordings).get(now(), call_id);
+            let wav = recording::lock(&self.recordings).get(std::time::Instant::now(), call_id);
             return Ok(wav.map(|wav| CallReply::Recording { wav: wav.to_vec() }));
         }
-        let since = match command {
+        let ended_since = match command {
             CallCommand::Events { since } => Some(since),
             _ => None,
         };
@@ -400,15 +399,14 @@ impl TransceiverHandle {
         })
         .await
         .flatten();
-        match (live, since) {
-            (Some(reply), _) => reply.map(Some),
-            (None, Some(since)) => {
-                Ok(
-                    event_log::read_ended(&self.ended_logs, now(), call_id, since)
-                        .map(|jsonl| CallReply::Events { jsonl }),
-                )
-            }
-            (None, None) => Ok(None),
+        match live {
+            Some(reply) => reply.map(Some),
+            None => Ok(ended_since
+                .and_then(|since| {
+                    let now = std::time::Instant::now();
+                    event_log::read_ended(&self.ended_logs, now, call_id, since)
+                })
+                .map(|jsonl| CallReply::Events { jsonl })),
         }
     }
 
