@@ -43,8 +43,9 @@ pub mod routing;
 // and the batching crates batch segments to one destination while ours go to many.
 pub mod udp_batch;
 
-// How those socket loops sleep and are woken: each in its own `poll(2)` with an eventfd, so a
-// datagram wakes exactly the thread that reads it, not a shared reactor that hands it over.
+// How those socket loops sleep and are woken: each on its own `polling::Poller` (the poller
+// under async-io), so a datagram wakes exactly the thread that reads it, not a shared reactor
+// that hands it over.
 pub mod wakeup;
 
 // Whether an SDP offer can be honoured, from its text alone: signaling refuses what a

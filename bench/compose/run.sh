@@ -44,7 +44,7 @@ for _ in $(seq 1 60); do
 done
 
 run() { # run NAME URL ROUND
-  RUST_LOG=error "$BIN" loadgen --url "$2" --sessions "$CALLS" --duration 3 --ramp 20 --model loopback --workers 1 --http-threads 2 \
+  RUST_LOG=error "$BIN" loadgen --url "$2" --sessions "$CALLS" --duration 3 --ramp 20 --model loopback --workers 1 --http-concurrency 2 \
     >"$OUT/$1-$3.txt" 2>/dev/null
 }
 for r in $(seq 1 "$ROUNDS"); do

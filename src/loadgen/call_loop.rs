@@ -1,16 +1,16 @@
-//! The loop a load-generator worker thread runs: one epoll set, many calls. (Named `CallLoop`,
+//! The loop a load-generator worker thread runs: one poller, many calls. (Named `CallLoop`,
 //! not `Worker`: the relay and transceiver workers are server socket loops; this is a client.)
 //!
 //! Every call has its own UDP socket, because the server's candidate (the relay) is the same
 //! address for all calls and the relay keys flows by client address: calls sharing a client
-//! socket would be one flow. One epoll set covers all of a worker's sockets, so a call costs a
+//! socket would be one flow. One poller (see [`crate::wakeup`]) covers all of a worker's sockets, so a call costs a
 //! file descriptor and its `rtc` state, not a thread or a task. Timers (each call's `rtc`
 //! deadline and its next 20 ms audio frame) live in one min-heap with stale entries skipped.
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -21,56 +21,15 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use super::call::{Ctx, Live, Phase, Record};
 use super::http::{HttpJob, HttpReply};
 use super::stats::Histogram;
-use crate::wakeup::EventFd;
+use crate::wakeup::Sleeper;
 
-const EVENTFD_TOKEN: u64 = u64::MAX;
-const MAX_EVENTS: usize = 512;
+/// Readiness events taken per wait (the sleeper's capacity).
+pub(super) const MAX_EVENTS: usize = 512;
 /// Datagrams read from one socket per wake before moving on (level-triggered: the rest wait).
 const READ_BURST: usize = 32;
 const SWEEP_EVERY: Duration = Duration::from_millis(250);
 /// How long a call waits for its HTTP hang-up before it just closes.
 const HANGUP_WAIT: Duration = Duration::from_secs(3);
-
-struct Epoll(RawFd);
-
-impl Epoll {
-    fn new() -> std::io::Result<Epoll> {
-        // SAFETY: plain syscall.
-        let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(Epoll(fd))
-    }
-
-    fn add(&self, fd: RawFd, token: u64) -> std::io::Result<()> {
-        let mut ev = libc::epoll_event {
-            events: libc::EPOLLIN as u32,
-            u64: token,
-        };
-        // SAFETY: `ev` is a valid epoll_event for the duration of the call.
-        let r = unsafe { libc::epoll_ctl(self.0, libc::EPOLL_CTL_ADD, fd, &mut ev) };
-        if r < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        Ok(())
-    }
-
-    fn wait(&self, events: &mut [libc::epoll_event], timeout: Duration) -> usize {
-        // Round up so a timer is never woken for early (which would spin).
-        let ms = timeout.as_micros().div_ceil(1000).min(1000) as i32;
-        // SAFETY: the buffer is valid for `events.len()` entries.
-        let n = unsafe { libc::epoll_wait(self.0, events.as_mut_ptr(), events.len() as i32, ms) };
-        n.max(0) as usize // EINTR and friends: just another loop turn
-    }
-}
-
-impl Drop for Epoll {
-    fn drop(&mut self) {
-        // SAFETY: we own the fd.
-        unsafe { libc::close(self.0) };
-    }
-}
 
 /// The run's timeline and settings, shared by every worker.
 #[derive(Clone)]
@@ -122,9 +81,9 @@ pub struct CallLoop {
     certificate: RTCCertificate,
     jobs: async_channel::Sender<HttpJob>,
     replies: mpsc::Receiver<HttpReply>,
-    eventfd: Arc<EventFd>,
     shared: Shared,
-    epoll: Epoll,
+    /// Every live call's socket, keyed by its slot; the signaling pool's replies wake it too.
+    sleeper: Sleeper,
     slots: Vec<Slot>,
     timers: BinaryHeap<Reverse<(Instant, usize)>>,
     rtt: Histogram,
@@ -138,11 +97,9 @@ impl CallLoop {
         certificate: RTCCertificate,
         jobs: async_channel::Sender<HttpJob>,
         replies: mpsc::Receiver<HttpReply>,
-        eventfd: Arc<EventFd>,
+        sleeper: Sleeper,
         shared: Shared,
     ) -> anyhow::Result<CallLoop> {
-        let epoll = Epoll::new()?;
-        epoll.add(eventfd.fd(), EVENTFD_TOKEN)?;
         let slots = (id..plan.sessions)
             .step_by(plan.workers)
             .map(|index| Slot {
@@ -159,9 +116,8 @@ impl CallLoop {
             certificate,
             jobs,
             replies,
-            eventfd,
             shared,
-            epoll,
+            sleeper,
             slots,
             timers: BinaryHeap::new(),
             rtt: Histogram::default(),
@@ -170,8 +126,8 @@ impl CallLoop {
     }
 
     pub fn run(mut self) -> CallLoopResult {
-        let mut events = vec![libc::epoll_event { events: 0, u64: 0 }; MAX_EVENTS];
         let mut buf = vec![0u8; 2048];
+        let mut keys = Vec::with_capacity(MAX_EVENTS);
         let mut next_start = 0usize;
         let mut hung_up = false;
         let mut next_sweep = Instant::now();
@@ -223,18 +179,15 @@ impl CallLoop {
             if !hung_up {
                 wake = wake.min(self.plan.hangup_at);
             }
-            let n = self
-                .epoll
-                .wait(&mut events, wake.saturating_duration_since(Instant::now()));
-            for ev in &events[..n] {
-                let token = ev.u64;
-                if token == EVENTFD_TOKEN {
-                    self.eventfd.drain();
-                    self.take_replies();
-                } else {
-                    self.read_socket(token as usize, &mut buf);
-                }
+            self.sleeper
+                .wait(Some(wake.saturating_duration_since(Instant::now())));
+            keys.clear();
+            keys.extend(self.sleeper.ready());
+            for &k in &keys {
+                self.read_socket(k, &mut buf);
             }
+            // A waker says only that a signaling reply may be queued.
+            self.take_replies();
         }
         let records = self.slots.into_iter().map(|s| (s.index, s.rec)).collect();
         CallLoopResult {
@@ -254,7 +207,6 @@ impl CallLoop {
                 return;
             }
         };
-        let fd = socket.as_raw_fd();
         let (live, sdp) = match Live::new(now, socket, &self.certificate) {
             Ok(x) => x,
             Err(e) => {
@@ -262,8 +214,8 @@ impl CallLoop {
                 return;
             }
         };
-        if let Err(e) = self.epoll.add(fd, k as u64) {
-            self.slots[k].rec.error = Some(format!("epoll: {e}"));
+        if let Err(e) = self.sleeper.watch(live.socket.as_fd(), k) {
+            self.slots[k].rec.error = Some(format!("poller: {e}"));
             return;
         }
         self.slots[k].live = Some(Box::new(live));
@@ -553,10 +505,11 @@ impl CallLoop {
             return;
         };
         live.close();
+        self.sleeper.unwatch(live.socket.as_fd());
         self.open -= 1;
         if slot.counted_live {
             self.shared.live.fetch_sub(1, Ordering::Relaxed);
         }
-        // Dropping `live` closes the socket, which removes it from the epoll set.
+        // Dropping `live` closes the socket.
     }
 }

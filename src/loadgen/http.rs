@@ -1,15 +1,20 @@
-//! Signaling for the load generator: a minimal blocking HTTP/1.1 client and a small pool of
-//! threads running it, so a slow answer never stalls a media loop.
+//! Signaling for the load generator: a minimal HTTP/1.1 client on smol, many requests in flight
+//! on one thread of their own, so a slow answer never stalls a media loop.
+//!
+//! Hand-written because all it needs is one `POST` with `Connection: close`, its status,
+//! `Location` and body: an HTTP crate's client here would bring a second runtime (hyper on tokio)
+//! into a process whose other loops are the poller and smol.
 //!
 //! Workers hand jobs to the pool and get replies on their own channel, woken through an
-//! eventfd registered in their epoll set.
+//! their poller's waker.
 
-use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use async_io::{Async, Timer};
+use futures_lite::{AsyncReadExt, AsyncWriteExt, future};
 
 /// Enough for any answer SDP; more means something else answered.
 const MAX_RESPONSE: usize = 256 * 1024;
@@ -59,30 +64,40 @@ pub struct Response {
     pub body: String,
 }
 
-pub fn post(
+/// One request on a new connection; the whole exchange (connect, send, read to the close) must
+/// end within `timeout`.
+pub async fn post(
     t: &Target,
     path: &str,
     content_type: &str,
     body: &[u8],
     timeout: Duration,
 ) -> anyhow::Result<Response> {
-    let mut s = TcpStream::connect_timeout(&t.addr, timeout).context("connect")?;
-    s.set_read_timeout(Some(timeout))?;
-    s.set_write_timeout(Some(timeout))?;
-    s.set_nodelay(true)?;
-    let mut req = format!(
-        "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        t.authority,
-        body.len()
-    )
-    .into_bytes();
-    req.extend_from_slice(body);
-    s.write_all(&req).context("send request")?;
-    let mut raw = Vec::with_capacity(4096);
-    s.take(MAX_RESPONSE as u64)
-        .read_to_end(&mut raw)
-        .context("read response")?;
-    parse_response(&raw)
+    let exchange = async {
+        let mut s = Async::<TcpStream>::connect(t.addr)
+            .await
+            .context("connect")?;
+        s.get_ref().set_nodelay(true)?;
+        let mut req = format!(
+            "POST {path} HTTP/1.1\r\nHost: {}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+            t.authority,
+            body.len()
+        )
+        .into_bytes();
+        req.extend_from_slice(body);
+        s.write_all(&req).await.context("send request")?;
+        let mut raw = Vec::with_capacity(4096);
+        s.take(MAX_RESPONSE as u64)
+            .read_to_end(&mut raw)
+            .await
+            .context("read response")?;
+        parse_response(&raw)
+    };
+    let expired = async {
+        Timer::after(timeout).await;
+        bail!("no complete answer within {timeout:?}")
+    };
+    future::or(exchange, expired).await
 }
 
 fn parse_response(raw: &[u8]) -> anyhow::Result<Response> {
@@ -167,10 +182,10 @@ pub enum HttpReply {
     },
 }
 
-/// Where a worker's replies go: its channel plus the eventfd that wakes its loop.
+/// Where a worker's replies go: its channel plus the waker of its loop.
 pub struct ReplyTo {
     pub tx: mpsc::Sender<HttpReply>,
-    pub eventfd: std::sync::Arc<crate::wakeup::EventFd>,
+    pub waker: crate::wakeup::Waker,
 }
 
 pub struct PoolConfig {
@@ -179,9 +194,29 @@ pub struct PoolConfig {
     pub timeout: Duration,
 }
 
-/// Runs jobs until the job channel closes (every sender dropped).
-pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<HttpJob>, replies: &[ReplyTo]) {
-    while let Ok(job) = jobs.recv_blocking() {
+/// Runs jobs, `concurrency` at a time, until the job channel closes (every sender dropped).
+/// Blocks the calling thread: the pool's one thread, running a smol executor.
+pub fn run_pool(
+    cfg: &PoolConfig,
+    jobs: async_channel::Receiver<HttpJob>,
+    replies: &[ReplyTo],
+    concurrency: usize,
+) {
+    let ex = smol::LocalExecutor::new();
+    let clients: Vec<_> = (0..concurrency.max(1))
+        .map(|_| ex.spawn(client(cfg, jobs.clone(), replies)))
+        .collect();
+    drop(jobs);
+    async_io::block_on(ex.run(async {
+        for c in clients {
+            c.await;
+        }
+    }));
+}
+
+/// One request at a time, job after job.
+async fn client(cfg: &PoolConfig, jobs: async_channel::Receiver<HttpJob>, replies: &[ReplyTo]) {
+    while let Ok(job) = jobs.recv().await {
         let (worker, reply) = match job {
             HttpJob::Offer { worker, slot, sdp } => {
                 let posted = Instant::now();
@@ -191,7 +226,8 @@ pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<HttpJob>, rep
                     "application/sdp",
                     sdp.as_bytes(),
                     cfg.timeout,
-                );
+                )
+                .await;
                 let answered = Instant::now();
                 // Any status is a reply: the call loop tells an answer from a refusal.
                 let result = r
@@ -213,6 +249,7 @@ pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<HttpJob>, rep
             } => {
                 let path = format!("{}/hangup", location.trim_end_matches('/'));
                 let result = post(&cfg.target, &path, "application/json", b"{}", cfg.timeout)
+                    .await
                     .map(|r| r.status)
                     .map_err(|e| format!("{e:#}"));
                 (worker, HttpReply::Hangup { slot, result })
@@ -220,7 +257,7 @@ pub fn pool_thread(cfg: &PoolConfig, jobs: async_channel::Receiver<HttpJob>, rep
         };
         let to = &replies[worker];
         if to.tx.send(reply).is_ok() {
-            to.eventfd.notify();
+            to.waker.wake();
         }
     }
 }
@@ -251,6 +288,50 @@ mod tests {
         let t = Target::parse("http://127.0.0.1/x").unwrap();
         assert_eq!(t.addr.port(), 80);
         assert!(Target::parse("https://example.com").is_err());
+    }
+
+    /// A real server on loopback: one answers, one never does and is cut at the timeout.
+    #[test]
+    fn posts_and_gives_up_at_the_timeout() {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let t = Target::parse(&format!("http://{}", l.local_addr().unwrap())).unwrap();
+        let server = std::thread::spawn(move || {
+            let (mut c, _) = l.accept().unwrap();
+            let mut got = vec![0u8; 4096];
+            let n = c.read(&mut got).unwrap();
+            let head = String::from_utf8_lossy(&got[..n]).into_owned();
+            c.write_all(b"HTTP/1.1 201 Created\r\nLocation: /x\r\n\r\nv=0")
+                .unwrap();
+            drop(c);
+            let (_silent, _) = l.accept().unwrap();
+            std::thread::sleep(Duration::from_millis(500));
+            head
+        });
+        let r = async_io::block_on(post(
+            &t,
+            "/p",
+            "application/sdp",
+            b"o",
+            Duration::from_secs(5),
+        ))
+        .unwrap();
+        assert_eq!(
+            (r.status, r.location.as_deref(), r.body.as_str()),
+            (201, Some("/x"), "v=0")
+        );
+        let e = async_io::block_on(post(
+            &t,
+            "/p",
+            "text/plain",
+            b"",
+            Duration::from_millis(100),
+        ))
+        .unwrap_err();
+        assert!(format!("{e:#}").contains("no complete answer"), "{e:#}");
+        let head = server.join().unwrap();
+        assert!(head.starts_with("POST /p HTTP/1.1\r\n"), "{head}");
+        assert!(head.ends_with("\r\n\r\no"), "{head}");
     }
 
     #[test]

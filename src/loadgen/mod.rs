@@ -9,9 +9,9 @@
 //! echo model's replies are matched to their own packets (round-trip time, loss, misrouting)
 //! however long the model waits before echoing.
 //!
-//! Calls are sans-I/O `rtc` peer connections driven by a few worker threads, each one epoll
-//! loop over its calls' sockets ([`call_loop`]); signaling runs on a small HTTP thread pool so a
-//! slow answer never stalls media. The run ramps calls at `--ramp` per second, holds them all
+//! Calls are sans-I/O `rtc` peer connections driven by a few worker threads, each one poller
+//! over its calls' sockets ([`call_loop`]); signaling runs on a thread of its own (a smol
+//! executor, many requests in flight) so a slow answer never stalls media. The run ramps calls at `--ramp` per second, holds them all
 //! for `--duration` seconds, hangs up and stops by itself; no loop outlives
 //! ramp + duration + 30 s.
 
@@ -94,9 +94,14 @@ pub struct LoadgenArgs {
     /// Local IP for the calls' UDP sockets (default: the one that routes to the URL's host).
     #[arg(long, env = "VOICE_EDGE_LOADGEN_BIND")]
     pub bind: Option<IpAddr>,
-    /// Threads posting offers and hang-ups.
-    #[arg(long, env = "VOICE_EDGE_LOADGEN_HTTP_THREADS", default_value_t = 8)]
-    pub http_threads: usize,
+    /// Offers and hang-ups in flight at once (on one signaling thread).
+    #[arg(
+        long,
+        alias = "http-threads",
+        env = "VOICE_EDGE_LOADGEN_HTTP_CONCURRENCY",
+        default_value_t = 8
+    )]
+    pub http_concurrency: usize,
 }
 
 impl Default for LoadgenArgs {
@@ -177,7 +182,7 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
         bail!("a run is limited to a day of ramp and a day of hold");
     }
     let workers = args.workers.clamp(1, 64).min(args.sessions);
-    let http_threads = args.http_threads.clamp(1, 64);
+    let http_concurrency = args.http_concurrency.clamp(1, 256);
     let target = http::Target::parse(&args.url)?;
     let mut path = if args.path.starts_with('/') {
         args.path.clone()
@@ -241,16 +246,16 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
     let (job_tx, job_rx) = async_channel::unbounded::<http::HttpJob>();
     let mut reply_tos = Vec::new();
     let mut reply_rxs = Vec::new();
-    let mut eventfds = Vec::new();
+    let mut sleepers = Vec::new();
     for _ in 0..workers {
         let (tx, rx) = std::sync::mpsc::channel();
-        let efd = Arc::new(crate::wakeup::EventFd::new()?);
+        let sleeper = crate::wakeup::Sleeper::with_capacity(call_loop::MAX_EVENTS)?;
         reply_tos.push(http::ReplyTo {
             tx,
-            eventfd: efd.clone(),
+            waker: sleeper.waker(),
         });
         reply_rxs.push(rx);
-        eventfds.push(efd);
+        sleepers.push(sleeper);
     }
     let reply_tos = Arc::new(reply_tos);
     let pool_cfg = Arc::new(http::PoolConfig {
@@ -258,29 +263,25 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
         path,
         timeout: Duration::from_secs_f64(args.setup_timeout.min(10.0)),
     });
-    let mut pool = Vec::new();
-    for i in 0..http_threads {
-        let (cfg, rx, to) = (pool_cfg.clone(), job_rx.clone(), reply_tos.clone());
-        pool.push(
-            std::thread::Builder::new()
-                .name(format!("loadgen-http-{i}"))
-                .spawn(move || http::pool_thread(&cfg, rx, &to))?,
-        );
-    }
-    drop(job_rx);
+    let pool = {
+        let (cfg, to) = (pool_cfg.clone(), reply_tos.clone());
+        std::thread::Builder::new()
+            .name("loadgen-http".into())
+            .spawn(move || http::run_pool(&cfg, job_rx, &to, http_concurrency))?
+    };
 
     let plan_deadline = plan.deadline;
     let live = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let mut handles = Vec::new();
-    for (id, (rx, efd)) in reply_rxs.into_iter().zip(eventfds).enumerate() {
+    for (id, (rx, sleeper)) in reply_rxs.into_iter().zip(sleepers).enumerate() {
         let w = CallLoop::new(
             id,
             plan.clone(),
             certificate.clone(),
             job_tx.clone(),
             rx,
-            efd,
+            sleeper,
             Shared {
                 live: live.clone(),
                 peak: peak.clone(),
@@ -312,13 +313,11 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
     }
     // The pool ends once every job sender is gone; a request still in flight is bounded by its
     // own timeout, and is left to finish on its own rather than hold the run past its deadline.
-    while Instant::now() < plan_deadline && !pool.iter().all(|p| p.is_finished()) {
+    while Instant::now() < plan_deadline && !pool.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
     }
-    for p in pool {
-        if p.is_finished() {
-            let _ = p.join();
-        }
+    if pool.is_finished() {
+        let _ = pool.join();
     }
 
     let mut report = summarize(&args, workers, epoch, results);

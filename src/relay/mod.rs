@@ -196,7 +196,8 @@ pub struct RelayHandle {
     worker_counters: Vec<Arc<Counters>>,
     cache_counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
-    wake: crate::wakeup::EventFd,
+    /// One per worker: the stop wakes each at once.
+    wakers: Vec<crate::wakeup::Waker>,
     threads: Vec<JoinHandle<()>>,
     cache_thread: Option<JoinHandle<()>>,
     cache_tx: Option<flow_cache::CacheSender>,
@@ -219,7 +220,9 @@ impl RelayHandle {
     /// Stops the workers and the cache thread and waits for them (at most one poll tick).
     pub fn stop(mut self) {
         self.stop.store(true, Ordering::Relaxed);
-        self.wake.notify();
+        for w in &self.wakers {
+            w.wake();
+        }
         for t in self.threads.drain(..) {
             let _ = t.join();
         }
@@ -288,7 +291,10 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
     };
 
     let stop = Arc::new(AtomicBool::new(false));
-    let wake = crate::wakeup::EventFd::new()?;
+    let sleepers = (0..publics.len())
+        .map(|_| crate::wakeup::Sleeper::new())
+        .collect::<std::io::Result<Vec<_>>>()?;
+    let wakers: Vec<_> = sleepers.iter().map(|s| s.waker()).collect();
     let shared = Arc::new(SharedFlows::new(cfg.max_flows, cfg.flow_idle));
     let cache_counters = Arc::new(Counters::default());
     let (cache_tx, cache_thread) = match &cfg.cache {
@@ -317,8 +323,8 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
     let mut inboxes = vec![];
     if let Some(local) = &cfg.local_links {
         let mut senders = vec![];
-        for _ in 0..publics.len() {
-            let (tx, rx) = crate::routing::local_link::local_link()?;
+        for waker in &wakers {
+            let (tx, rx) = crate::routing::local_link::local_link(waker.clone());
             senders.push(tx);
             inboxes.push(Some(rx));
         }
@@ -328,7 +334,8 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
     }
     let mut worker_counters = vec![];
     let mut threads = vec![];
-    for (i, ((public, link), inbox)) in publics.into_iter().zip(links).zip(inboxes).enumerate() {
+    let per_worker = publics.into_iter().zip(links).zip(inboxes).zip(sleepers);
+    for (i, (((public, link), inbox), sleeper)) in per_worker.enumerate() {
         let counters = Arc::new(Counters::default());
         worker_counters.push(counters.clone());
         let w = worker::Worker::new(worker::WorkerParts {
@@ -340,7 +347,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
             shared: shared.clone(),
             cache: cache_tx.clone(),
             stop: stop.clone(),
-            wake: wake.fd(),
+            sleeper,
             started,
             inbox,
         });
@@ -368,7 +375,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
         worker_counters,
         cache_counters,
         stop,
-        wake,
+        wakers,
         threads,
         cache_thread,
         cache_tx,

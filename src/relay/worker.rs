@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -17,7 +17,11 @@ use super::{RelayConfig, VIA_UPSTREAM};
 use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::local_link::{LocalInbox, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
-use crate::wakeup::wait_readable;
+use crate::wakeup::Sleeper;
+
+/// The sleeper's keys for the two sockets; the stop and the in-memory link wake it by waker.
+const PUBLIC: usize = 0;
+const LINK: usize = 1;
 
 /// How long a blocked worker sleeps before checking for stop and doing housekeeping.
 const TICK: Duration = Duration::from_millis(50);
@@ -37,9 +41,9 @@ pub(super) struct WorkerParts {
     pub shared: Arc<SharedFlows>,
     pub cache: Option<super::flow_cache::CacheSender>,
     pub stop: Arc<AtomicBool>,
-    /// Readable once the relay is stopping (an eventfd every worker polls), so a stop or a
-    /// restart does not wait out a poll tick.
-    pub wake: RawFd,
+    /// What the loop sleeps on. The relay's stop holds its waker, so a stop or a restart does
+    /// not wait out a tick, and so does the in-memory link's sender.
+    pub sleeper: Sleeper,
     pub started: Instant,
     /// Replies from in-process next hops (see [`crate::routing::local_link`]).
     pub inbox: Option<LocalInbox>,
@@ -66,7 +70,7 @@ pub(super) struct Worker {
     lookups: HashMap<SocketAddr, Instant>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
-    wake: RawFd,
+    sleeper: Sleeper,
     /// Outbound learning runs until then: after that every live flow has been seen by now.
     learn_until: Instant,
     refresh_buf: Vec<(SocketAddr, u16, SocketAddr)>,
@@ -95,7 +99,7 @@ impl Worker {
             lookups: HashMap::with_capacity(MAX_PENDING_LOOKUPS),
             counters: p.counters,
             stop: p.stop,
-            wake: p.wake,
+            sleeper: p.sleeper,
             refresh_buf: Vec::new(),
             hops_seen: 0,
             inbox: p.inbox,
@@ -108,6 +112,14 @@ impl Worker {
     pub(super) fn run(mut self) {
         let public_fd = self.public.as_raw_fd();
         let link_fd = self.link.as_raw_fd();
+        let watched = self
+            .sleeper
+            .watch(self.public.as_fd(), PUBLIC)
+            .and_then(|()| self.sleeper.watch(self.link.as_fd(), LINK));
+        if let Err(e) = watched {
+            log::error!("relay worker {}: {e}", self.index);
+            return;
+        }
         // Client datagrams land after room for the link header, so forwarding writes the header
         // in front and sends without copying the payload.
         let mut from_public = RecvBatch::new(LINK_HEADER_LEN);
@@ -124,13 +136,10 @@ impl Worker {
             if let Some(l) = &self.cfg.local_links {
                 self.local.refresh(l);
             }
-            let inbox_fd = self.inbox.as_ref().map_or(-1, LocalInbox::fd);
-            let [public_ready, link_ready, _, local_ready] =
-                wait_readable([public_fd, link_fd, self.wake, inbox_fd], Some(TICK));
-            if local_ready {
-                self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
-            }
-            if public_ready {
+            self.sleeper.wait(Some(TICK));
+            // A waker says only that something was queued or the relay is stopping.
+            self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
+            if self.sleeper.is_ready(PUBLIC) {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_public.recv(public_fd) else {
                         break;
@@ -146,7 +155,7 @@ impl Worker {
                     }
                 }
             }
-            if link_ready {
+            if self.sleeper.is_ready(LINK) {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_link.recv(link_fd) else {
                         break;
@@ -169,6 +178,8 @@ impl Worker {
                 last_housekeeping = now;
             }
         }
+        self.sleeper.unwatch(self.public.as_fd());
+        self.sleeper.unwatch(self.link.as_fd());
     }
 
     /// Sends what `q` queued from `from`'s slots.

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
-use crate::wakeup::EventFd;
+use crate::wakeup::Waker;
 
 /// Datagrams a link queues before it drops, as a full socket buffer would (≈ 1 s of 50 calls'
 /// audio in the unlikely case a worker stalls that long).
@@ -31,29 +31,29 @@ pub type LinkDatagram = (SocketAddr, Vec<u8>);
 #[derive(Clone)]
 pub struct LocalLink {
     tx: SyncSender<LinkDatagram>,
-    wake: Arc<EventFd>,
+    wake: Waker,
     dropped: Arc<AtomicU64>,
 }
 
 /// The receiving end, owned by one worker thread.
 pub struct LocalInbox {
     rx: Receiver<LinkDatagram>,
-    wake: Arc<EventFd>,
+    wake: Waker,
     dropped: Arc<AtomicU64>,
 }
 
-pub fn local_link() -> std::io::Result<(LocalLink, LocalInbox)> {
+/// A queue for the worker that sleeps on `wake`'s sleeper.
+pub fn local_link(wake: Waker) -> (LocalLink, LocalInbox) {
     let (tx, rx) = sync_channel(CAPACITY);
-    let wake = Arc::new(EventFd::new()?);
     let dropped = Arc::new(AtomicU64::new(0));
-    Ok((
+    (
         LocalLink {
             tx,
             wake: wake.clone(),
             dropped: dropped.clone(),
         },
         LocalInbox { rx, wake, dropped },
-    ))
+    )
 }
 
 impl LocalLink {
@@ -76,32 +76,26 @@ impl LocalLink {
     }
 
     pub fn wake(&self) {
-        self.wake.notify();
+        self.wake.wake();
     }
 
     /// Whether two handles reach the same queue.
     pub fn same(&self, other: &LocalLink) -> bool {
-        Arc::ptr_eq(&self.wake, &other.wake)
+        Arc::ptr_eq(&self.dropped, &other.dropped)
     }
 }
 
 impl LocalInbox {
-    /// What the worker's `poll` waits on.
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.wake.fd()
-    }
-
-    /// Up to `max` queued datagrams. The eventfd is reset first, so a datagram queued meanwhile
-    /// leaves it readable; a caller that took `max` calls [`LocalInbox::again`] so it does not
-    /// sleep on the rest.
+    /// Up to `max` queued datagrams. A sender that queues after the worker woke wakes it
+    /// again; a caller that took `max` calls [`LocalInbox::again`] so it does not sleep on the
+    /// rest.
     pub fn take(&self, max: usize) -> impl Iterator<Item = LinkDatagram> + '_ {
-        self.wake.drain();
         std::iter::from_fn(|| self.rx.try_recv().ok()).take(max)
     }
 
     /// Makes the next wait return at once (more may be queued than one turn took).
     pub fn again(&self) {
-        self.wake.notify();
+        self.wake.wake();
     }
 
     /// Datagrams lost because this queue was full: the in-memory twin of a socket's drop
@@ -194,8 +188,12 @@ impl LocalRoutes {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wakeup::wait_readable;
+    use crate::wakeup::{Sleeper, woken_within};
     use std::time::Duration;
+
+    fn link() -> (LocalLink, LocalInbox) {
+        local_link(Sleeper::new().unwrap().waker())
+    }
 
     fn addr(s: &str) -> SocketAddr {
         s.parse().unwrap()
@@ -204,7 +202,8 @@ mod tests {
     #[test]
     fn a_datagram_crosses_with_its_sender_and_one_wake_up_per_batch() {
         let links = LocalLinks::default();
-        let (link, inbox) = local_link().unwrap();
+        let mut sleeper = Sleeper::new().unwrap();
+        let (link, inbox) = local_link(sleeper.waker());
         links.register(addr("127.0.0.1:4000"), vec![link]);
         let mut routes = LocalRoutes::default();
         routes.refresh(&links);
@@ -222,17 +221,18 @@ mod tests {
             routes.deliver(addr("127.0.0.1:4000"), client, me, &[b"two"]),
             Some(true)
         );
-        assert_eq!(wait_readable([inbox.fd()], Some(Duration::ZERO)), [false]);
+        let tick = Duration::from_millis(20);
+        assert!(!woken_within(&mut sleeper, tick));
         routes.wake_all();
-        assert_eq!(wait_readable([inbox.fd()], Some(Duration::ZERO)), [true]);
+        assert!(woken_within(&mut sleeper, Duration::from_secs(5)));
         let got: Vec<_> = inbox.take(10).collect();
         assert_eq!(got, vec![(me, b"one".to_vec()), (me, b"two".to_vec())]);
-        assert_eq!(wait_readable([inbox.fd()], Some(Duration::ZERO)), [false]);
+        assert!(!woken_within(&mut sleeper, tick));
     }
 
     #[test]
     fn a_full_or_abandoned_queue_drops_like_udp() {
-        let (link, inbox) = local_link().unwrap();
+        let (link, inbox) = link();
         let me = addr("127.0.0.1:3479");
         for _ in 0..CAPACITY {
             assert!(link.deliver(me, &[b"a"]));
@@ -245,8 +245,8 @@ mod tests {
     #[test]
     fn a_re_registered_address_is_seen_by_every_copy() {
         let links = LocalLinks::default();
-        let (a, _ia) = local_link().unwrap();
-        let (b, ib) = local_link().unwrap();
+        let (a, _ia) = link();
+        let (b, ib) = link();
         let to = addr("127.0.0.1:3479");
         links.register(to, vec![a]);
         let mut routes = LocalRoutes::default();

@@ -1,25 +1,22 @@
-//! A worker's command queue plus the eventfd that wakes its socket loop when something is queued.
+//! A worker's command queue plus the waker of its socket loop.
 //!
-//! The worker sleeps in `poll(2)` on its own socket (see [`crate::wakeup`]), not in an async
-//! reactor, so a queued command must also make something it polls readable.
-
-use std::sync::Arc;
+//! The worker sleeps on its own poller (see [`crate::wakeup`]), not in an async reactor, so a
+//! queued command must also wake that poller.
 
 use super::WorkerMessage;
-use crate::wakeup::EventFd;
+use crate::wakeup::Waker;
 
 /// The sending side, cheap to clone: signaling's handle and the synthesis pool's callbacks
 /// hold one.
 #[derive(Clone)]
 pub(super) struct Mailbox {
     tx: async_channel::Sender<WorkerMessage>,
-    wake: Arc<EventFd>,
+    wake: Waker,
 }
 
 /// The worker's side.
 pub(super) struct Inbox {
     rx: async_channel::Receiver<WorkerMessage>,
-    wake: Arc<EventFd>,
 }
 
 /// The worker has stopped; the command was not delivered.
@@ -30,49 +27,37 @@ pub(super) struct Closed;
 /// without bound behind a busy worker.
 const CAPACITY: usize = 1024;
 
-pub(super) fn mailbox() -> std::io::Result<(Mailbox, Inbox)> {
+/// A queue whose sends wake `wake`, the receiving worker's sleeper.
+pub(super) fn mailbox(wake: Waker) -> (Mailbox, Inbox) {
     let (tx, rx) = async_channel::bounded(CAPACITY);
-    let wake = Arc::new(EventFd::new()?);
-    Ok((
-        Mailbox {
-            tx,
-            wake: wake.clone(),
-        },
-        Inbox { rx, wake },
-    ))
+    (Mailbox { tx, wake }, Inbox { rx })
 }
 
 impl Mailbox {
     pub async fn send(&self, c: WorkerMessage) -> Result<(), Closed> {
         self.tx.send(c).await.map_err(|_| Closed)?;
-        self.wake.notify();
+        self.wake.wake();
         Ok(())
     }
 
     /// For plain threads (the synthesis pool); blocks while the queue is full.
     pub fn send_blocking(&self, c: WorkerMessage) -> Result<(), Closed> {
         self.tx.send_blocking(c).map_err(|_| Closed)?;
-        self.wake.notify();
+        self.wake.wake();
         Ok(())
     }
 
     /// No more commands; wakes the worker so it sees its stop flag at once.
     pub fn close(&self) {
         self.tx.close();
-        self.wake.notify();
+        self.wake.wake();
     }
 }
 
 impl Inbox {
-    /// What the worker's `poll` waits on besides its socket.
-    pub fn fd(&self) -> std::os::fd::RawFd {
-        self.wake.fd()
-    }
-
-    /// Everything queued now. The eventfd is reset before the queue is read, so a command
-    /// queued meanwhile leaves it readable for the next wait.
+    /// Everything queued now. A command queued after the sleeper woke wakes it again, so none
+    /// waits for the next timer.
     pub fn take_all(&self) -> impl Iterator<Item = WorkerMessage> + '_ {
-        self.wake.drain();
         std::iter::from_fn(|| self.rx.try_recv().ok())
     }
 }

@@ -583,12 +583,13 @@ pub fn spawn_in_process(
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
-        let (mailbox, inbox) = mailbox::mailbox()?;
+        let sleeper = crate::wakeup::Sleeper::new()?;
+        let (mailbox, inbox) = mailbox::mailbox(sleeper.waker());
         let load = admission::SharedLoad::default();
         let own = socket.local_addr()?;
         let local = match &local {
             Some(links) => {
-                let (tx, rx) = crate::routing::local_link::local_link()?;
+                let (tx, rx) = crate::routing::local_link::local_link(sleeper.waker());
                 links.register(own, vec![tx]);
                 Some((links.clone(), rx))
             }
@@ -607,6 +608,7 @@ pub fn spawn_in_process(
             load: load.clone(),
             stop: stop.clone(),
             mailbox: mailbox.clone(),
+            sleeper,
             ended_logs: ended_logs.clone(),
             recordings: recordings.clone(),
         });

@@ -2,7 +2,7 @@
 //! queue, and decides nothing the endpoint could. Everything about calls lives in the endpoint.
 
 use std::net::{SocketAddr, UdpSocket};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,11 +18,14 @@ use super::{TransceiverConfig, WorkerMessage};
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
-use crate::wakeup::wait_readable;
+use crate::wakeup::Sleeper;
 
 /// Receive batches handled before timers and commands get a turn, so a flood cannot starve
 /// them (8 × 32 datagrams is ~5 ms of 1,000 calls' audio).
 const MAX_BATCHES_PER_TURN: usize = 8;
+
+/// The sleeper's key for the worker's UDP socket; everything else wakes it through a waker.
+const SOCKET: usize = 0;
 
 /// How often the loop judges its own headroom (see [`super::admission`]): long enough to
 /// average over a few hundred turns, short enough that a saturated worker leaves placement
@@ -42,6 +45,8 @@ pub(super) struct WorkerParts {
     pub stop: Arc<AtomicBool>,
     /// This worker's own command queue, where the synthesis pool hands speech back.
     pub mailbox: Mailbox,
+    /// What the loop sleeps on; the mailbox and the in-memory link hold its waker.
+    pub sleeper: Sleeper,
     /// A relay in this process, reached in memory (see [`crate::routing::local_link`]): the
     /// table of in-process link addresses and this worker's own queue in it.
     pub local: Option<(Arc<LocalLinks>, LocalInbox)>,
@@ -58,6 +63,7 @@ pub(super) struct Worker {
     meter: LoadMeter,
     stop: Arc<AtomicBool>,
     mailbox: Mailbox,
+    sleeper: Sleeper,
     /// What the endpoint queued, gathered for one `sendmmsg`, and the link header of each.
     outgoing: Vec<Transmit>,
     heads: Vec<[u8; LINK_HEADER_LEN]>,
@@ -84,6 +90,7 @@ impl Worker {
             meter: LoadMeter::new(Instant::now()),
             stop: p.stop,
             mailbox: p.mailbox,
+            sleeper: p.sleeper,
             outgoing: Vec::with_capacity(BATCH),
             heads: Vec::with_capacity(BATCH),
             sender: SendBatch::new(),
@@ -94,12 +101,16 @@ impl Worker {
         }
     }
 
-    /// The loop: run due timers and send, sleep in `poll` until the socket is readable, a
-    /// command is queued or the endpoint's next deadline, then handle what woke it.
+    /// The loop: run due timers and send, sleep until the socket is readable, a command or an
+    /// in-memory datagram is queued or the endpoint's next deadline, then handle what woke it.
     pub(super) fn run(mut self, socket: UdpSocket, inbox: Inbox) {
         // recvmmsg/sendmmsg pass MSG_DONTWAIT; this keeps any other call from blocking too.
         if let Err(e) = socket.set_nonblocking(true) {
             log::warn!("transceiver {}.{}: {e}", self.id, self.index);
+        }
+        if let Err(e) = self.sleeper.watch(socket.as_fd(), SOCKET) {
+            log::error!("transceiver {}.{}: {e}", self.id, self.index);
+            return;
         }
         let fd = socket.as_raw_fd();
         let mut batch = RecvBatch::new(0);
@@ -111,20 +122,17 @@ impl Worker {
             self.endpoint.handle_timeout(now);
             self.output(fd);
             let timeout = self.endpoint.poll_timeout().saturating_duration_since(now);
-            let local_fd = self.local_inbox.as_ref().map_or(-1, LocalInbox::fd);
             self.meter.turn_done(Instant::now());
-            let [readable, _, local_ready] =
-                wait_readable([fd, inbox.fd(), local_fd], Some(timeout));
+            self.sleeper.wait(Some(timeout));
             let woke = Instant::now();
             if self.meter.window_over(woke) {
                 self.judge_load(fd, woke);
             }
-            if readable {
+            if self.sleeper.is_ready(SOCKET) {
                 self.drain_socket(fd, &mut batch);
             }
-            if local_ready {
-                self.drain_local(fd);
-            }
+            // A waker says only that something was queued: look at both queues.
+            self.drain_local(fd);
             for c in inbox.take_all() {
                 self.on_message(c);
             }
@@ -133,6 +141,7 @@ impl Worker {
         // Tell every client we are going, so they need not wait for consent to expire.
         self.endpoint.close_all(Instant::now());
         self.output(fd);
+        self.sleeper.unwatch(socket.as_fd());
     }
 
     /// Reads what the socket holds, a batch per system call, answering each batch before
@@ -328,12 +337,12 @@ impl Worker {
 }
 
 /// Measures one worker loop for [`super::admission::Saturation`]: the share of wall time it
-/// spent outside `poll`, and the drop count between windows.
+/// spent awake, and the drop count between windows.
 struct LoadMeter {
     saturation: Saturation,
     window_start: Instant,
     busy: Duration,
-    /// When the loop last came back from `poll`.
+    /// When the loop last woke.
     woke: Instant,
     /// The drop count at the last window's end; `None` before the first, whose drops (from
     /// before this worker ran) are not its own.

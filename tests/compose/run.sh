@@ -94,7 +94,7 @@ wait_members() { # wait_members N SECONDS
   done
 }
 # loadgen SESSIONS HOLD_S -> its markdown table on stdout
-loadgen() { "$BIN" loadgen --url http://127.0.0.1:8080 --sessions "$1" --duration "$2" --ramp 20 --model loopback --workers 1 --http-threads 2; }
+loadgen() { "$BIN" loadgen --url http://127.0.0.1:8080 --sessions "$1" --duration "$2" --ramp 20 --model loopback --workers 1 --http-concurrency 2; }
 field() { sed -n "s/^| $1 | \(.*\) |$/\1/p"; }
 check_calls() { # check_calls TABLE SESSIONS MAX_LOSS_PERCENT
   local conn loss

@@ -6,20 +6,20 @@ use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::wakeup::EventFd;
+use crate::wakeup::Waker;
 
 /// Shared between whoever owns a response and the worker synthesizing it; clones are the same
-/// token. Cancelling is idempotent and cheap (a flag, and at most one eventfd write), so the
-/// socket loop may do it.
+/// token. Cancelling is idempotent and cheap (a flag, and at most one wake-up), so the socket
+/// loop may do it.
 #[derive(Clone, Default)]
 pub struct CancelToken(Arc<Shared>);
 
 #[derive(Default)]
 struct Shared {
     cancelled: AtomicBool,
-    /// The running worker's eventfd, registered while it synthesizes this job: a worker blocked
-    /// in `poll` on espeak-ng's output wakes at the cancel instead of at its next read.
-    waker: Mutex<Option<Arc<EventFd>>>,
+    /// The waker of the synthesis running this job, registered while it runs: a run waiting on
+    /// espeak-ng's output wakes at the cancel instead of at its next read.
+    waker: Mutex<Option<Waker>>,
 }
 
 impl CancelToken {
@@ -36,7 +36,7 @@ impl CancelToken {
             .unwrap_or_else(|e| e.into_inner())
             .as_ref()
         {
-            w.notify();
+            w.wake();
         }
     }
 
@@ -44,34 +44,11 @@ impl CancelToken {
         self.0.cancelled.load(Ordering::SeqCst)
     }
 
-    /// Set by the worker for the time it runs the job. The flag is set before the waker is read
-    /// in [`Self::cancel`] and checked after the waker is registered here, so a cancel racing
-    /// the start is seen one way or the other.
-    pub(super) fn set_waker(&self, waker: Option<Arc<EventFd>>) {
+    /// Set by the synthesis for the time it runs the job. The flag is set before the waker is
+    /// read in [`Self::cancel`] and checked after the waker is registered here, so a cancel
+    /// racing the start is seen one way or the other.
+    pub(super) fn set_waker(&self, waker: Option<Waker>) {
         *self.0.waker.lock().unwrap_or_else(|e| e.into_inner()) = waker;
-    }
-
-    /// The registered waker's fd, or -1, which `poll(2)` ignores.
-    pub(super) fn waker_fd(&self) -> std::os::fd::RawFd {
-        self.0
-            .waker
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .map_or(-1, |w| w.fd())
-    }
-
-    /// Clears a wake-up once it has been seen, so the next `poll` waits again.
-    pub(super) fn drain_waker(&self) {
-        if let Some(w) = self
-            .0
-            .waker
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-        {
-            w.drain();
-        }
     }
 }
 
@@ -97,22 +74,19 @@ impl Drop for CancelOnDrop {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wakeup::wait_readable;
+    use crate::wakeup::{Sleeper, woken_within};
     use std::time::Duration;
 
     #[test]
-    fn a_cancel_sets_the_flag_for_every_clone_and_wakes_the_registered_worker() {
+    fn a_cancel_sets_the_flag_for_every_clone_and_wakes_the_registered_run() {
         let t = CancelToken::new();
         let held = CancelOnDrop(t.clone());
-        assert_eq!(t.waker_fd(), -1);
-        let waker = Arc::new(EventFd::new().unwrap());
-        t.set_waker(Some(waker.clone()));
-        assert_eq!(wait_readable([t.waker_fd()], Some(Duration::ZERO)), [false]);
+        let mut sleeper = Sleeper::new().unwrap();
+        t.set_waker(Some(sleeper.waker()));
+        assert!(!woken_within(&mut sleeper, Duration::from_millis(5)));
         drop(held);
         assert!(t.is_cancelled());
-        assert_eq!(wait_readable([t.waker_fd()], None), [true]);
-        t.drain_waker();
-        assert_eq!(wait_readable([t.waker_fd()], Some(Duration::ZERO)), [false]);
+        assert!(woken_within(&mut sleeper, Duration::from_secs(5)));
         t.cancel(); // idempotent
         assert!(t.is_cancelled());
     }

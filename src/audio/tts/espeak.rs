@@ -4,11 +4,12 @@
 //!
 //! The job's own thread does all the I/O: the text is written whole before anything is read
 //! (it is at most [`super::MAX_TEXT_BYTES`], which an empty pipe always holds, so the write
-//! never waits for the child), then the output is read as `poll(2)` reports it, with the
-//! worker's eventfd in the same `poll` so a cancel interrupts the wait. No helper threads.
+//! never waits for the child), then the output is read as the run's own poller reports it, with
+//! the cancel token holding that poller's waker so a cancel interrupts the wait. No helper
+//! threads.
 
 use std::io::{Read, Write};
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -16,7 +17,7 @@ use super::cancel::CancelToken;
 use super::{Speech, Synth};
 use crate::audio::resample::resample_to_48k;
 use crate::audio::wav::parse_wav;
-use crate::wakeup::wait_readable;
+use crate::wakeup::Sleeper;
 
 /// How long espeak-ng may run before it is killed and the shipped words are used.
 const ESPEAK_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,9 +27,6 @@ const MAX_WAV_BYTES: usize = 32 << 20;
 /// espeak-ng's WAV is 22.05 kHz mono 16-bit: 44.1 bytes per ms, for reporting how much audio a
 /// cancelled job had made.
 const WAV_BYTES_PER_MS: u64 = 44;
-/// The longest `poll` between checks of the cancel flag when no worker eventfd is registered
-/// (a direct, unpooled call).
-const POLL_SLICE: Duration = Duration::from_millis(50);
 
 /// Why espeak-ng gave no speech.
 #[derive(Debug)]
@@ -100,50 +98,25 @@ fn run_bounded(
     }
     let mut stdout = child.stdout.take().expect("piped");
     let deadline = Instant::now() + timeout;
-    let mut out = Vec::new();
-    let mut buf = vec![0u8; 64 * 1024];
-    let read = loop {
-        if cancel.is_cancelled() {
-            break Err(Stop::Cancelled {
-                produced_ms: out.len() as u64 / WAV_BYTES_PER_MS,
-            });
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            break Err(Stop::Failed(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "synthesizer timed out",
-            )));
-        }
-        let [readable, woken] = wait_readable(
-            [stdout.as_raw_fd(), cancel.waker_fd()],
-            Some(left.min(POLL_SLICE)),
-        );
-        if woken {
-            cancel.drain_waker();
-            continue; // the flag says whether it was this job's cancel
-        }
-        if !readable {
-            continue;
-        }
-        // `poll` said readable: this returns data or end of file without blocking.
-        match stdout.read(&mut buf) {
-            Ok(0) => break Ok(()),
-            Ok(n) if out.len() + n > MAX_WAV_BYTES => {
-                break Err(Stop::Failed(std::io::Error::other(format!(
-                    "synthesizer output exceeds {MAX_WAV_BYTES} bytes"
-                ))));
-            }
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => break Err(Stop::Failed(e)),
-        }
-    };
-    if let Err(stop) = read {
+    let mut sleeper = Sleeper::new()?;
+    if let Err(e) = sleeper.watch(stdout.as_fd(), 0) {
         let _ = child.kill();
         let _ = child.wait();
-        return Err(stop);
+        return Err(e.into());
     }
+    // The flag is checked at the top of every turn, after this: a cancel racing it is seen.
+    cancel.set_waker(Some(sleeper.waker()));
+    let read = read_until_end(&mut stdout, &mut sleeper, deadline, cancel);
+    cancel.set_waker(None);
+    sleeper.unwatch(stdout.as_fd());
+    let out = match read {
+        Ok(out) => out,
+        Err(stop) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(stop);
+        }
+    };
     // End of output: the child is exiting.
     let status = loop {
         if let Some(status) = child.try_wait()? {
@@ -171,6 +144,49 @@ fn run_bounded(
         ))));
     }
     Ok(out)
+}
+
+/// Reads the child's output to its end, unless `cancel` fires, `deadline` passes or the output
+/// grows past [`MAX_WAV_BYTES`].
+fn read_until_end(
+    stdout: &mut std::process::ChildStdout,
+    sleeper: &mut Sleeper,
+    deadline: Instant,
+    cancel: &CancelToken,
+) -> Result<Vec<u8>, Stop> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    let read = loop {
+        if cancel.is_cancelled() {
+            break Err(Stop::Cancelled {
+                produced_ms: out.len() as u64 / WAV_BYTES_PER_MS,
+            });
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            break Err(Stop::Failed(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "synthesizer timed out",
+            )));
+        }
+        sleeper.wait(Some(left));
+        if !sleeper.is_ready(0) {
+            continue; // a cancel (the flag says whether it was this job's) or the timeout
+        }
+        // The poller said readable: this returns data or end of file without blocking.
+        match stdout.read(&mut buf) {
+            Ok(0) => break Ok(()),
+            Ok(n) if out.len() + n > MAX_WAV_BYTES => {
+                break Err(Stop::Failed(std::io::Error::other(format!(
+                    "synthesizer output exceeds {MAX_WAV_BYTES} bytes"
+                ))));
+            }
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => break Err(Stop::Failed(e)),
+        }
+    };
+    read.map(|()| out)
 }
 
 /// Speaks `text` with espeak-ng; word times are estimated (see the module docs).
@@ -236,7 +252,6 @@ pub(super) fn voiced_span(pcm: &[i16], level: i16) -> (usize, usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     /// Pids of this process's children whose command line is exactly `args`.
     fn children_running(args: &[&str]) -> Vec<u32> {
@@ -282,8 +297,6 @@ mod tests {
     fn a_cancel_kills_the_running_child() {
         let args = ["sleep", "3599.25"]; // a command line no other test runs
         let cancel = CancelToken::new();
-        let waker = Arc::new(crate::wakeup::EventFd::new().unwrap());
-        cancel.set_waker(Some(waker));
         let canceller = {
             let cancel = cancel.clone();
             std::thread::spawn(move || {

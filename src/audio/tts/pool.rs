@@ -15,7 +15,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use super::cancel::CancelToken;
 use super::{Cancelled, Speech, Synth, bounded, synthesize_with};
-use crate::wakeup::EventFd;
 
 /// Synthesis workers in the process. espeak-ng keeps one core busy per job and the transceivers'
 /// socket loops need the rest: two let one call's speech start while another's is being made (a
@@ -126,11 +125,9 @@ impl Pool {
         });
         for i in 0..workers {
             let shared = shared.clone();
-            // Without an eventfd a cancel is still seen, within espeak's poll slice.
-            let waker = EventFd::new().ok().map(Arc::new);
             let spawned = std::thread::Builder::new()
                 .name(format!("{name}-{i}"))
-                .spawn(move || work(&shared, waker));
+                .spawn(move || work(&shared));
             if let Err(e) = spawned {
                 log::error!("could not start speech synthesis worker {name}-{i}: {e}");
             }
@@ -231,7 +228,7 @@ impl Drop for Pool {
 }
 
 /// One worker: takes jobs until the pool is dropped and its queue is empty.
-fn work(shared: &Shared, waker: Option<Arc<EventFd>>) {
+fn work(shared: &Shared) {
     let c = &shared.counters;
     loop {
         let job = {
@@ -248,7 +245,7 @@ fn work(shared: &Shared, waker: Option<Arc<EventFd>>) {
         };
         c.running.fetch_add(1, Ordering::Relaxed);
         let synth = shared.synth.unwrap_or_else(Synth::detect);
-        let outcome = run(&job, synth, waker.as_ref());
+        let outcome = run(&job, synth);
         c.running.fetch_sub(1, Ordering::Relaxed);
         match &outcome {
             Outcome::Spoken(s) => {
@@ -273,15 +270,10 @@ fn work(shared: &Shared, waker: Option<Arc<EventFd>>) {
     }
 }
 
-fn run(job: &Synthesis, synth: Synth, waker: Option<&Arc<EventFd>>) -> Outcome {
-    if let Some(w) = waker {
-        w.drain(); // a cancel meant for the previous job
-    }
-    job.cancel.set_waker(waker.cloned());
+fn run(job: &Synthesis, synth: Synth) -> Outcome {
     let r = catch_unwind(AssertUnwindSafe(|| {
         synthesize_with(&job.text, &job.voice, synth, &job.cancel)
     }));
-    job.cancel.set_waker(None);
     match r {
         Ok(Ok(speech)) => Outcome::Spoken(speech),
         Ok(Err(cancelled)) => Outcome::Cancelled(cancelled),
