@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use serde_json::{Map, Value, json};
 
 use crate::model::ModelKind;
-use crate::realtime::{Action, ClientError, Conversation, Transport};
+use crate::realtime::{Action, ClientError, Conversation, RealtimeClientEvent, Transport};
 use delegation::{BackendTurn, Delegation};
 
 use super::config::LiveStart;
@@ -106,7 +106,7 @@ impl LiveSession {
         s.configure_engine();
         s.load_history();
         // The engine's own `session.created`/`updated` and item events are not Live events.
-        while s.conv.poll_frame().is_some() {}
+        while s.conv.poll_event().is_some() {}
         s
     }
 
@@ -160,7 +160,7 @@ impl LiveSession {
         }
         self.started = true;
         self.conv.on_channel_open();
-        while self.conv.poll_frame().is_some() {}
+        while self.conv.poll_event().is_some() {}
         self.emit(
             "session.started",
             json!({"session": self.session}),
@@ -181,7 +181,7 @@ impl LiveSession {
             );
         }
         if std::mem::take(&mut self.answer_history) {
-            self.engine_event(json!({"type": "response.create"}));
+            self.engine_event(RealtimeClientEvent::response_create(None), None);
         }
         self.pump();
     }
@@ -257,18 +257,17 @@ impl LiveSession {
         let Some(text) = self.to_say.pop_front() else {
             return;
         };
-        let event = if text.is_empty() {
-            json!({"type": "response.create"})
-        } else {
+        let response = (!text.is_empty()).then(|| {
             // Out of band and with no input: the stubs say the instructions verbatim.
-            json!({"type": "response.create", "response": {
-                "conversation": "none", "input": [], "instructions": text}})
-        };
-        self.engine_event(event);
+            json!({"conversation": "none", "input": [], "instructions": text})
+        });
+        self.engine_event(RealtimeClientEvent::response_create(response), None);
     }
 
-    fn engine_event(&mut self, event: Value) {
-        self.conv.on_client_text(&event.to_string());
+    /// Hands the turn engine a Realtime client event; its refusal, if any, echoes `event_id`.
+    fn engine_event(&mut self, event: RealtimeClientEvent, event_id: Option<&str>) {
+        self.conv
+            .on_client_event(event, event_id.map(str::to_owned));
     }
 
     fn error(&mut self, e: ClientError, client_event_id: Option<String>) {

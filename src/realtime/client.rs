@@ -2,32 +2,20 @@
 //! anything, so a refused event leaves no partial output and no state change; the dispatcher
 //! turns the refusal into an `error` echoing the client's `event_id`, and the session goes on.
 
-use serde_json::{Map, Value, json};
+use serde_json::Value;
 
-use super::events::{ClientError, ClientEvent, required_str};
+use super::client_event::{
+    ConversationItemCreate, ConversationItemTruncate, InputAudioBufferAppend, ItemRef,
+    RealtimeClientEvent, ResponseCancel, ResponseCreate,
+};
+use super::events::{ClientError, ClientEvent};
 use super::items::{AudioSource, Item, audio_ms, client_item};
 use super::response::ResponseRequest;
+use super::server_event::{ItemInPlace, RealtimeServerEvent};
 use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
 use super::session_limits::check_update_size;
 use super::{Action, Conversation, SessionType, Transport, input::Pending};
 use crate::model::{self, ModelKind};
-
-/// Client event types this server handles, for the unknown-type error message.
-const CLIENT_EVENTS: &[&str] = &[
-    "session.update",
-    "input_audio_buffer.append",
-    "input_audio_buffer.commit",
-    "input_audio_buffer.clear",
-    "conversation.item.create",
-    "conversation.item.retrieve",
-    "conversation.item.delete",
-    "conversation.item.truncate",
-    "response.create",
-    "response.cancel",
-    "output_audio_buffer.clear",
-];
-
-type Obj = Map<String, Value>;
 
 impl Conversation {
     /// Handles one client JSON text frame.
@@ -35,71 +23,80 @@ impl Conversation {
         // `session.created` must come first even if the transport reports a message before it
         // reports the channel open.
         self.on_channel_open();
-        let event = match ClientEvent::parse(text) {
+        let ClientEvent { body, event_id } = match ClientEvent::parse(text) {
             Ok(event) => event,
             Err(e) => return self.out.error(e),
         };
-        let result = event
-            .kind()
-            .and_then(|kind| self.dispatch(kind, &event.body, text.len()));
+        let kind = body.get("type").and_then(Value::as_str).map(str::to_owned);
+        let event = match kind {
+            Some(kind) => RealtimeClientEvent::decode(&kind, body),
+            None => Err(ClientError::missing("type")),
+        };
+        let result = event.and_then(|event| {
+            if let RealtimeClientEvent::SessionUpdate(_) = event {
+                check_update_size(text.len())?;
+            }
+            self.dispatch(event)
+        });
         if let Err(mut e) = result {
-            e.event_id = event.event_id;
+            e.event_id = event_id;
             self.out.error(e);
         }
     }
 
-    /// `len`: the event's size as received.
-    fn dispatch(&mut self, kind: &str, obj: &Obj, len: usize) -> Result<(), ClientError> {
-        match kind {
-            "session.update" => self.session_update(obj, len),
-            "input_audio_buffer.append" => self.input_append(obj),
-            "input_audio_buffer.commit" => self.input_commit(),
-            "input_audio_buffer.clear" => {
+    /// Handles one client event built by the caller (Live, which sits on this engine); an error
+    /// echoes `event_id`.
+    pub fn on_client_event(&mut self, event: RealtimeClientEvent, event_id: Option<String>) {
+        self.on_channel_open();
+        if let Err(mut e) = self.dispatch(event) {
+            e.event_id = event_id;
+            self.out.error(e);
+        }
+    }
+
+    fn dispatch(&mut self, event: RealtimeClientEvent) -> Result<(), ClientError> {
+        use RealtimeClientEvent as E;
+        match event {
+            E::SessionUpdate(u) => self.session_update(&u.session),
+            E::InputAudioBufferAppend(a) => self.input_append(a),
+            E::InputAudioBufferCommit => self.input_commit(),
+            E::InputAudioBufferClear => {
                 self.input.clear();
                 self.out.act(Action::ClearInput);
-                self.out.emit("input_audio_buffer.cleared", json!({}));
+                self.out.emit(RealtimeServerEvent::InputCleared);
                 Ok(())
             }
-            "conversation.item.create" => self.item_create(obj),
-            "conversation.item.retrieve" => {
-                let id = required_str(obj, "item_id", "item_id")?;
+            E::ConversationItemCreate(c) => self.item_create(c),
+            E::ConversationItemRetrieve(ItemRef { item_id }) => {
                 let item = self
                     .items
-                    .get(id)
-                    .ok_or_else(|| not_found(id))?
+                    .get(&item_id)
+                    .ok_or_else(|| not_found(&item_id))?
                     .value
                     .clone();
                 self.out
-                    .emit("conversation.item.retrieved", json!({ "item": item }));
+                    .emit(RealtimeServerEvent::ConversationItemRetrieved { item });
                 Ok(())
             }
-            "conversation.item.delete" => self.item_delete(obj),
-            "conversation.item.truncate" => self.item_truncate(obj),
-            "response.create" => self.response_create(obj),
-            "response.cancel" => self.response_cancel(obj),
-            "output_audio_buffer.clear" if self.transport == Transport::WebSocket => {
+            E::ConversationItemDelete(ItemRef { item_id }) => self.item_delete(&item_id),
+            E::ConversationItemTruncate(t) => self.item_truncate(t),
+            E::ResponseCreate(c) => self.response_create(c),
+            E::ResponseCancel(c) => self.response_cancel(c),
+            E::OutputAudioBufferClear if self.transport == Transport::WebSocket => {
                 Err(ClientError::invalid(
                     "type",
                     "'output_audio_buffer.clear' is only supported for WebRTC; on a WebSocket the \
                      client plays the audio: send response.cancel and conversation.item.truncate",
                 ))
             }
-            "output_audio_buffer.clear" => {
+            E::OutputAudioBufferClear => {
                 self.output_clear();
                 Ok(())
             }
-            other => Err(ClientError::invalid(
-                "type",
-                format!("'{other}' (supported: {})", CLIENT_EVENTS.join(", ")),
-            )),
         }
     }
 
-    fn session_update(&mut self, obj: &Obj, len: usize) -> Result<(), ClientError> {
-        check_update_size(len)?;
-        let update = obj
-            .get("session")
-            .ok_or_else(|| ClientError::missing("session"))?;
+    fn session_update(&mut self, update: &Value) -> Result<(), ClientError> {
         let next = apply_update(&self.config, update, self.audio_produced)?;
         let switch_to = match update["model"].as_str().map(ModelKind::parse) {
             Some(Err(e)) => return Err(ClientError::invalid("session.model", e)),
@@ -118,7 +115,7 @@ impl Conversation {
         self.config = next;
         let session = self.session_object();
         self.out
-            .emit("session.updated", json!({ "session": session }));
+            .emit(RealtimeServerEvent::SessionUpdated { session });
         Ok(())
     }
 
@@ -126,9 +123,8 @@ impl Conversation {
     /// commit of it needs (the models answer it in words, since the media side never holds
     /// it). On a WebSocket appended audio *is* the input: the media side decodes it and reports
     /// it like RTP (`on_input_audio`, VAD edges), so here it is only checked.
-    fn input_append(&mut self, obj: &Obj) -> Result<(), ClientError> {
-        let b64 = required_str(obj, "audio", "audio")?;
-        let ms = audio_ms(b64, &self.config["audio"]["input"]["format"])
+    fn input_append(&mut self, a: InputAudioBufferAppend) -> Result<(), ClientError> {
+        let ms = audio_ms(&a.audio, &self.config["audio"]["input"]["format"])
             .ok_or_else(|| ClientError::invalid("audio", "not valid base64"))?;
         if self.transport == Transport::WebRtc {
             self.input.appended_ms = self.input.appended_ms.saturating_add(ms);
@@ -162,15 +158,9 @@ impl Conversation {
         Ok(())
     }
 
-    fn item_create(&mut self, obj: &Obj) -> Result<(), ClientError> {
-        let raw = obj
-            .get("item")
-            .ok_or_else(|| ClientError::missing("item"))?;
-        let previous = match obj.get("previous_item_id") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.as_str()),
-            Some(_) => return Err(ClientError::wrong_type("previous_item_id", "a string")),
-        };
+    fn item_create(&mut self, c: ConversationItemCreate) -> Result<(), ClientError> {
+        let raw = &c.item;
+        let previous = c.previous_item_id.as_deref();
         if let Some(p) = previous
             && p != "root"
             && self.items.get(p).is_none()
@@ -194,19 +184,24 @@ impl Conversation {
         let item = client_item(raw, || self.new_id("item"), &format)?;
         let value = item.value.clone();
         let previous = self.items.insert_after(previous, item)?;
-        let body = json!({ "previous_item_id": previous, "item": value });
-        self.out.emit("conversation.item.added", body.clone());
-        self.out.emit("conversation.item.done", body);
+        let placed = ItemInPlace {
+            previous_item_id: previous,
+            item: value,
+        };
+        self.out
+            .emit(RealtimeServerEvent::ConversationItemAdded(placed.clone()));
+        self.out
+            .emit(RealtimeServerEvent::ConversationItemDone(placed));
         Ok(())
     }
 
-    fn item_delete(&mut self, obj: &Obj) -> Result<(), ClientError> {
-        let id = required_str(obj, "item_id", "item_id")?;
+    fn item_delete(&mut self, id: &str) -> Result<(), ClientError> {
         self.items.get(id).ok_or_else(|| not_found(id))?;
         self.refuse_if_in_progress(id)?;
         self.items.remove(id);
-        self.out
-            .emit("conversation.item.deleted", json!({ "item_id": id }));
+        self.out.emit(RealtimeServerEvent::ConversationItemDeleted {
+            item_id: id.to_owned(),
+        });
         Ok(())
     }
 
@@ -214,19 +209,13 @@ impl Conversation {
     /// then. The service documents that truncation deletes the transcript so no unheard text
     /// stays in context; we know each word's time, so we keep exactly the heard prefix, which
     /// meets that intent and keeps the SDK's history readable.
-    fn item_truncate(&mut self, obj: &Obj) -> Result<(), ClientError> {
-        let id = required_str(obj, "item_id", "item_id")?.to_owned();
-        let index = obj
-            .get("content_index")
-            .ok_or_else(|| ClientError::missing("content_index"))?
-            .as_u64()
-            .ok_or_else(|| ClientError::wrong_type("content_index", "a non-negative integer"))?
-            as usize;
-        let end_ms = obj
-            .get("audio_end_ms")
-            .ok_or_else(|| ClientError::missing("audio_end_ms"))?
-            .as_u64()
-            .ok_or_else(|| ClientError::wrong_type("audio_end_ms", "a non-negative integer"))?;
+    fn item_truncate(&mut self, t: ConversationItemTruncate) -> Result<(), ClientError> {
+        let ConversationItemTruncate {
+            item_id: id,
+            content_index,
+            audio_end_ms: end_ms,
+        } = t;
+        let index = usize::try_from(content_index).unwrap_or(usize::MAX);
         self.refuse_if_in_progress(&id)?;
         let item = self.items.get_mut(&id).ok_or_else(|| not_found(&id))?;
         if item.role() != Some("assistant")
@@ -254,8 +243,12 @@ impl Conversation {
             words,
             audio_ms: end_ms,
         };
-        let body = json!({ "item_id": id, "content_index": index, "audio_end_ms": end_ms });
-        self.out.emit("conversation.item.truncated", body);
+        self.out
+            .emit(RealtimeServerEvent::ConversationItemTruncated {
+                item_id: id,
+                content_index: index,
+                audio_end_ms: end_ms,
+            });
         Ok(())
     }
 
@@ -275,14 +268,14 @@ impl Conversation {
 
     /// Always answered: `response.created` … `response.done`, or an error echoing `event_id`
     /// (the SDK holds every later `response.create` until one of those arrives).
-    fn response_create(&mut self, obj: &Obj) -> Result<(), ClientError> {
+    fn response_create(&mut self, c: ResponseCreate) -> Result<(), ClientError> {
         if self.session_type == SessionType::Transcription {
             return Err(ClientError::invalid(
                 "type",
                 "a transcription session has no responses; open the WebSocket with ?model= for a conversation",
             ));
         }
-        let request = self.parse_response_request(obj.get("response"))?;
+        let request = self.parse_response_request(c.response.as_ref())?;
         if let Some(active) = &self.active {
             return Err(ClientError::new(
                 "conversation_already_has_active_response",
@@ -385,12 +378,8 @@ impl Conversation {
             .collect()
     }
 
-    fn response_cancel(&mut self, obj: &Obj) -> Result<(), ClientError> {
-        let wanted = match obj.get("response_id") {
-            None | Some(Value::Null) => None,
-            Some(Value::String(s)) => Some(s.as_str()),
-            Some(_) => return Err(ClientError::wrong_type("response_id", "a string")),
-        };
+    fn response_cancel(&mut self, c: ResponseCancel) -> Result<(), ClientError> {
+        let wanted = c.response_id.as_deref();
         let matches = self
             .active
             .as_ref()
@@ -416,7 +405,7 @@ impl Conversation {
             self.after_response();
         } else {
             let id = self.last_response_id.clone();
-            self.emit_output_buffer("output_audio_buffer.cleared", id);
+            self.emit_output_buffer(RealtimeServerEvent::OutputBufferCleared { response_id: id });
         }
     }
 }

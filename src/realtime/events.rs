@@ -3,38 +3,35 @@
 use std::borrow::Cow;
 use std::collections::VecDeque;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use super::Action;
+use super::server_event::{ErrorObject, RealtimeServerEvent, ServerEventFrame};
 
-/// Server frames and media actions waiting to be polled.
+/// Server events and media actions waiting to be polled. Events are kept typed and written to
+/// text only when a transport polls them, so a dialect on top of the engine (Live) reads them
+/// without parsing text the engine just wrote.
 #[derive(Default)]
 pub(super) struct Outbox {
-    pub frames: VecDeque<String>,
+    pub events: VecDeque<ServerEventFrame>,
     pub actions: VecDeque<Action>,
     next_event: u64,
 }
 
 impl Outbox {
-    /// Queues one server event. `body` is an object whose keys join `type` and `event_id`.
-    pub fn emit(&mut self, kind: &str, body: Value) {
-        let frame = self.make(kind, body);
-        self.frames.push_back(frame);
+    /// Queues one server event under the next event id.
+    pub fn emit(&mut self, event: RealtimeServerEvent) {
+        let frame = self.make(event);
+        self.events.push_back(frame);
     }
 
-    /// One server event's frame with the next event id, not queued.
-    pub fn make(&mut self, kind: &str, body: Value) -> String {
+    /// One server event with the next event id, not queued.
+    pub fn make(&mut self, event: RealtimeServerEvent) -> ServerEventFrame {
         self.next_event += 1;
-        let mut frame = Map::new();
-        frame.insert("type".into(), Value::from(kind));
-        frame.insert(
-            "event_id".into(),
-            Value::from(format!("event_{:06}", self.next_event)),
-        );
-        if let Value::Object(fields) = body {
-            frame.extend(fields);
+        ServerEventFrame {
+            event_id: format!("event_{:06}", self.next_event),
+            event,
         }
-        Value::Object(frame).to_string()
     }
 
     pub fn act(&mut self, action: Action) {
@@ -42,14 +39,9 @@ impl Outbox {
     }
 
     pub fn error(&mut self, e: ClientError) {
-        let body = json!({ "error": {
-            "type": e.kind,
-            "code": e.code,
-            "message": e.message,
-            "param": e.param,
-            "event_id": e.event_id,
-        }});
-        self.emit("error", body);
+        self.emit(RealtimeServerEvent::Error {
+            error: e.into_object(),
+        });
     }
 }
 
@@ -83,6 +75,17 @@ impl ClientError {
         ClientError {
             kind: "server_error",
             ..ClientError::new(code, message)
+        }
+    }
+
+    /// The `error` event's object.
+    pub fn into_object(self) -> ErrorObject {
+        ErrorObject {
+            kind: self.kind.to_owned(),
+            code: self.code.into_owned(),
+            message: self.message,
+            param: self.param,
+            event_id: self.event_id,
         }
     }
 

@@ -11,7 +11,9 @@
 //! `session_limits` the bounds that keep the session within one data-channel message,
 //! `items` the ordered conversation, `input` the caller's uncommitted audio, `response` one
 //! response's state and wire objects, `prompt` what a response answers (for the model),
-//! `tool_calls` the function-call output items, `client` the dispatch of client events, `turn_detection` the caller-side turn events (fed by the media
+//! `tool_calls` the function-call output items, `client_event` and `server_event` the events as
+//! types,
+//! `client` their dispatch, `turn_detection` the caller-side turn events (fed by the media
 //! side's [`crate::audio::vad`] detector; named apart from it because it decides turns, not
 //! speech), `turn` the response lifecycle, `events` the outgoing queues.
 //!
@@ -21,12 +23,14 @@
 
 mod audio_out;
 mod client;
+pub mod client_event;
 mod events;
 mod expiry;
 mod input;
 mod items;
 mod prompt;
 mod response;
+pub mod server_event;
 mod session_config;
 pub mod session_limits;
 mod tool_calls;
@@ -38,7 +42,9 @@ mod tests;
 
 pub use session_config::TurnDetection;
 // The Live engine reports its refusals in the same terms (see `crate::live`).
+pub use client_event::RealtimeClientEvent;
 pub use events::{ClientError, ClientEvent};
+pub use server_event::{RealtimeServerEvent, ServerEventFrame};
 // The fuzz target checks the item cap holds whatever the client sends.
 pub(crate) use items::MAX_ITEMS;
 
@@ -224,7 +230,7 @@ impl Conversation {
         self.opened = true;
         let session = self.session_object();
         self.out
-            .emit("session.created", serde_json::json!({ "session": session }));
+            .emit(RealtimeServerEvent::SessionCreated { session });
     }
 
     /// A `session.created` with the session as it is now, for one more client joining the
@@ -232,12 +238,19 @@ impl Conversation {
     pub fn welcome_frame(&mut self) -> String {
         let session = self.session_object();
         self.out
-            .make("session.created", serde_json::json!({ "session": session }))
+            .make(RealtimeServerEvent::SessionCreated { session })
+            .to_text()
     }
 
-    /// The next server event, a JSON text frame with `type` and a string `event_id`.
+    /// The next server event as the text frame a transport sends: a JSON object with `type` and
+    /// a string `event_id`.
     pub fn poll_frame(&mut self) -> Option<String> {
-        self.out.frames.pop_front()
+        self.poll_event().map(|e| e.to_text())
+    }
+
+    /// The next server event, typed, for a dialect on top of this engine.
+    pub fn poll_event(&mut self) -> Option<ServerEventFrame> {
+        self.out.events.pop_front()
     }
 
     pub fn poll_action(&mut self) -> Option<Action> {

@@ -9,6 +9,8 @@
 
 use serde_json::{Value, json};
 
+use super::server_event::{ContentRef, RateLimit};
+
 /// Speaking-rate estimate for pacing TTS text before its real length is known (150 wpm).
 pub(super) const MS_PER_WORD: u64 = 400;
 /// Bounds one reply's deltas and the text handed to the synthesizer, with
@@ -121,13 +123,15 @@ impl ActiveResponse {
         }
     }
 
-    pub fn locator(&self) -> Value {
-        json!({
-            "response_id": self.id,
-            "item_id": self.item_id,
-            "output_index": 0,
-            "content_index": 0
-        })
+    /// The message's one content part (output 0, content 0), which every text and audio
+    /// event names.
+    pub fn locator(&self) -> ContentRef {
+        ContentRef {
+            response_id: self.id.clone(),
+            item_id: self.item_id.clone(),
+            output_index: 0,
+            content_index: 0,
+        }
     }
 
     /// The `response` object for `response.created` (`output` empty, `usage` null) or
@@ -176,11 +180,21 @@ pub(super) fn input_tokens(text_chars: u64, audio_ms: u64) -> Value {
 }
 
 /// `rate_limits.updated` payload: fixed generous limits, since nothing is actually metered.
-pub(super) fn rate_limits(input_tokens: u64) -> Value {
-    json!({"rate_limits": [
-        {"name": "requests", "limit": 5000, "remaining": 4999, "reset_seconds": 0.012},
-        {"name": "tokens", "limit": 40000, "remaining": 40000u64.saturating_sub(input_tokens), "reset_seconds": 0.0}
-    ]})
+pub(super) fn rate_limits(input_tokens: u64) -> Vec<RateLimit> {
+    vec![
+        RateLimit {
+            name: "requests",
+            limit: 5000,
+            remaining: 4999,
+            reset_seconds: 0.012,
+        },
+        RateLimit {
+            name: "tokens",
+            limit: 40000,
+            remaining: 40000u64.saturating_sub(input_tokens),
+            reset_seconds: 0.0,
+        },
+    ]
 }
 
 /// Words of a reply: at most [`MAX_WORDS`], and no more than fit in

@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use super::Conversation;
 use super::items::{AudioSource, Item};
+use super::server_event::{CallRef, ItemInPlace, OutputItem, RealtimeServerEvent as E};
 
 #[derive(Debug, Clone)]
 pub(super) struct PlannedCall {
@@ -66,10 +67,11 @@ impl Conversation {
         let mut done_items = Vec::with_capacity(calls.len());
         for (i, call) in calls.iter().enumerate() {
             let output_index = first_index + i;
-            self.out.emit(
-                "response.output_item.added",
-                json!({ "response_id": response_id, "output_index": output_index, "item": call.item("in_progress") }),
-            );
+            self.out.emit(E::OutputItemAdded(OutputItem {
+                response_id: response_id.to_owned(),
+                output_index,
+                item: call.item("in_progress"),
+            }));
             let done = call.item("completed");
             let mut previous = None;
             if in_conversation {
@@ -77,36 +79,38 @@ impl Conversation {
                     value: done.clone(),
                     origin: AudioSource::Client,
                 });
-                self.out.emit(
-                    "conversation.item.added",
-                    json!({ "previous_item_id": previous, "item": call.item("in_progress") }),
-                );
+                self.out.emit(E::ConversationItemAdded(ItemInPlace {
+                    previous_item_id: previous.clone(),
+                    item: call.item("in_progress"),
+                }));
             }
-            let locator = json!({
-                "response_id": response_id,
-                "item_id": call.item_id,
-                "output_index": output_index,
-                "call_id": call.call_id,
-            });
+            let at = CallRef {
+                response_id: response_id.to_owned(),
+                item_id: call.item_id.clone(),
+                output_index,
+                call_id: call.call_id.clone(),
+            };
             for delta in chunks(&call.arguments) {
-                let mut body = locator.clone();
-                body["delta"] = Value::from(delta);
-                self.out
-                    .emit("response.function_call_arguments.delta", body);
+                self.out.emit(E::FunctionCallArgumentsDelta {
+                    at: at.clone(),
+                    delta: delta.to_owned(),
+                });
             }
-            let mut body = locator;
-            body["name"] = Value::from(call.name.as_str());
-            body["arguments"] = Value::from(call.arguments.as_str());
-            self.out.emit("response.function_call_arguments.done", body);
-            self.out.emit(
-                "response.output_item.done",
-                json!({ "response_id": response_id, "output_index": output_index, "item": done }),
-            );
+            self.out.emit(E::FunctionCallArgumentsDone {
+                at,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+            self.out.emit(E::OutputItemDone(OutputItem {
+                response_id: response_id.to_owned(),
+                output_index,
+                item: done.clone(),
+            }));
             if in_conversation {
-                self.out.emit(
-                    "conversation.item.done",
-                    json!({ "previous_item_id": previous, "item": done }),
-                );
+                self.out.emit(E::ConversationItemDone(ItemInPlace {
+                    previous_item_id: previous,
+                    item: done.clone(),
+                }));
             }
             done_items.push(done);
         }

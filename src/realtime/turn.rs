@@ -18,6 +18,7 @@ use super::prompt::prompt_of;
 use super::response::{
     ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
 };
+use super::server_event::{ItemInPlace, OutputItem, RealtimeServerEvent as E};
 use super::tool_calls::PlannedCall;
 use super::{Action, Conversation};
 use crate::model::{Ending, Plan, Reply, ResponseContext};
@@ -106,29 +107,33 @@ impl Conversation {
         let (r, reply, delay_ms) = self.plan_response(&req);
         let (id, item_id, audio, message) = (r.id.clone(), r.item_id.clone(), r.audio, r.message);
         let in_conversation = r.in_conversation;
-        let body = json!({ "response": r.object("in_progress", Value::Null, Vec::new()) });
-        self.out.emit("response.created", body);
+        let response = r.object("in_progress", Value::Null, Vec::new());
+        self.out.emit(E::ResponseCreated { response });
         let used = r.input_tokens["text_tokens"].as_u64().unwrap_or(0)
             + r.input_tokens["audio_tokens"].as_u64().unwrap_or(0);
-        self.out.emit("rate_limits.updated", rate_limits(used));
+        self.out.emit(E::RateLimitsUpdated {
+            rate_limits: rate_limits(used),
+        });
         self.last_response_id = Some(id.clone());
         if message {
             let item = assistant_item(&item_id);
-            self.out.emit(
-                "response.output_item.added",
-                json!({ "response_id": id, "output_index": 0, "item": item.value }),
-            );
+            self.out.emit(E::OutputItemAdded(OutputItem {
+                response_id: id.clone(),
+                output_index: 0,
+                item: item.value.clone(),
+            }));
             if in_conversation {
                 let value = item.value.clone();
                 let previous = self.items.push(item);
-                self.out.emit(
-                    "conversation.item.added",
-                    json!({ "previous_item_id": previous, "item": value }),
-                );
+                self.out.emit(E::ConversationItemAdded(ItemInPlace {
+                    previous_item_id: previous,
+                    item: value,
+                }));
             }
-            let mut part = r.locator();
-            part["part"] = r.part("");
-            self.out.emit("response.content_part.added", part);
+            self.out.emit(E::ContentPartAdded {
+                at: r.locator(),
+                part: r.part(""),
+            });
         }
         self.active = Some(r);
         if let (true, true, Some(reply)) = (message, audio, reply) {
@@ -140,7 +145,9 @@ impl Conversation {
                 reply,
                 delay_ms,
             });
-            self.emit_output_buffer("output_audio_buffer.started", Some(id.clone()));
+            self.emit_output_buffer(E::OutputBufferStarted {
+                response_id: Some(id.clone()),
+            });
             self.send_due_deltas(false);
         } else if delay_ms > 0 {
             // A slow model: the output comes when the media side says the delay is over.
@@ -293,16 +300,15 @@ impl Conversation {
         if deltas.is_empty() {
             return;
         }
-        let kind = if r.audio {
-            "response.output_audio_transcript.delta"
-        } else {
-            "response.output_text.delta"
-        };
-        let locator = r.locator();
+        let audio = r.audio;
+        let at = r.locator();
         for delta in deltas {
-            let mut body = locator.clone();
-            body["delta"] = Value::from(delta);
-            self.out.emit(kind, body);
+            let at = at.clone();
+            self.out.emit(if audio {
+                E::OutputTranscriptDelta { at, delta }
+            } else {
+                E::OutputTextDelta { at, delta }
+            });
         }
         self.sync_item("in_progress");
     }
@@ -367,32 +373,35 @@ impl Conversation {
         let mut output = Vec::new();
         if message {
             let text = r.transcript_so_far();
-            let locator = r.locator();
-            let mut done = locator.clone();
-            if audio {
-                self.out.emit("response.output_audio.done", locator.clone());
-                done["transcript"] = Value::from(text.as_str());
-                self.out.emit("response.output_audio_transcript.done", done);
-            } else {
-                done["text"] = Value::from(text.as_str());
-                self.out.emit("response.output_text.done", done);
-            }
-            let mut part = locator;
-            part["part"] = r.part(&text);
-            self.out.emit("response.content_part.done", part);
+            let at = r.locator();
+            let part = r.part(&text);
             let item = r.item(item_status);
-            self.out.emit(
-                "response.output_item.done",
-                json!({ "response_id": id, "output_index": 0, "item": item }),
-            );
+            if audio {
+                self.out.emit(E::OutputAudioDone { at: at.clone() });
+                self.out.emit(E::OutputTranscriptDone {
+                    at: at.clone(),
+                    transcript: text,
+                });
+            } else {
+                self.out.emit(E::OutputTextDone {
+                    at: at.clone(),
+                    text,
+                });
+            }
+            self.out.emit(E::ContentPartDone { at, part });
+            self.out.emit(E::OutputItemDone(OutputItem {
+                response_id: id.clone(),
+                output_index: 0,
+                item: item.clone(),
+            }));
             if in_conversation {
                 self.sync_item(item_status);
                 let previous = self.items.previous_of(&item_id);
                 // The item may have been dropped by the cap meanwhile; the event still closes it.
-                self.out.emit(
-                    "conversation.item.done",
-                    json!({ "previous_item_id": previous, "item": item }),
-                );
+                self.out.emit(E::ConversationItemDone(ItemInPlace {
+                    previous_item_id: previous,
+                    item: item.clone(),
+                }));
             }
             output.push(item);
         }
@@ -401,12 +410,13 @@ impl Conversation {
             return;
         };
         let response = r.object(status, details, output);
-        self.out
-            .emit("response.done", json!({ "response": response }));
+        self.out.emit(E::ResponseDone { response });
         // A cancel drops the buffer (the caller sends `cleared`); otherwise it has run dry,
         // empty when the audio failed.
         if message && audio && !matches!(end, End::Cancelled(_)) {
-            self.emit_output_buffer("output_audio_buffer.stopped", Some(id));
+            self.emit_output_buffer(E::OutputBufferStopped {
+                response_id: Some(id),
+            });
         }
     }
 
@@ -457,7 +467,9 @@ impl Conversation {
         }
         self.finish(End::Cancelled(reason));
         if audio {
-            self.emit_output_buffer("output_audio_buffer.cleared", Some(id));
+            self.emit_output_buffer(E::OutputBufferCleared {
+                response_id: Some(id),
+            });
         }
         Some(stopped)
     }

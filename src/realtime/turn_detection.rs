@@ -7,6 +7,9 @@ use serde_json::json;
 use super::Conversation;
 use super::input::OpenSpeech;
 use super::items::{AudioSource, user_audio_item};
+use super::server_event::{
+    ItemInPlace, RealtimeServerEvent, TranscriptionError, TranscriptionUsage,
+};
 use crate::model::{AudioTurn, Heard, Transcription};
 
 impl Conversation {
@@ -41,10 +44,10 @@ impl Conversation {
             item_id: Some(item_id.clone()),
             start_ms: audio_start_ms,
         });
-        self.out.emit(
-            "input_audio_buffer.speech_started",
-            json!({ "item_id": item_id, "audio_start_ms": audio_start_ms }),
-        );
+        self.out.emit(RealtimeServerEvent::SpeechStarted {
+            item_id,
+            audio_start_ms,
+        });
         if td.interrupt_response && self.active.as_ref().is_some_and(|r| r.audio) {
             self.barge_in();
         }
@@ -69,10 +72,10 @@ impl Conversation {
             });
             return;
         };
-        self.out.emit(
-            "input_audio_buffer.speech_stopped",
-            json!({ "item_id": item_id, "audio_end_ms": end_ms }),
-        );
+        self.out.emit(RealtimeServerEvent::SpeechStopped {
+            item_id: item_id.clone(),
+            audio_end_ms: end_ms,
+        });
         self.input.committed_upto = end_ms;
         self.input.closed = None;
         self.input.appended_ms = 0;
@@ -92,10 +95,11 @@ impl Conversation {
         self.input.heard(audio_end_ms);
         let end_ms = audio_end_ms.max(audio_start_ms);
         let item_id = self.new_id("item");
-        self.out.emit(
-            "input_audio_buffer.timeout_triggered",
-            json!({ "item_id": item_id, "audio_start_ms": audio_start_ms, "audio_end_ms": end_ms }),
-        );
+        self.out.emit(RealtimeServerEvent::InputTimeoutTriggered {
+            item_id: item_id.clone(),
+            audio_start_ms,
+            audio_end_ms: end_ms,
+        });
         self.input.committed_upto = end_ms;
         self.input.closed = None;
         self.commit_user_audio(
@@ -113,13 +117,18 @@ impl Conversation {
         let item = user_audio_item(&item_id, origin);
         let value = item.value.clone();
         let previous = self.items.push(item);
-        self.out.emit(
-            "input_audio_buffer.committed",
-            json!({ "item_id": item_id, "previous_item_id": previous }),
-        );
-        let body = json!({ "previous_item_id": previous, "item": value });
-        self.out.emit("conversation.item.added", body.clone());
-        self.out.emit("conversation.item.done", body);
+        self.out.emit(RealtimeServerEvent::InputCommitted {
+            item_id: item_id.clone(),
+            previous_item_id: previous.clone(),
+        });
+        let placed = ItemInPlace {
+            previous_item_id: previous,
+            item: value,
+        };
+        self.out
+            .emit(RealtimeServerEvent::ConversationItemAdded(placed.clone()));
+        self.out
+            .emit(RealtimeServerEvent::ConversationItemDone(placed));
         self.transcribe(&item_id);
     }
 
@@ -148,14 +157,16 @@ impl Conversation {
         let transcript = match self.model.transcribe(&turn) {
             Transcription::Text(t) => t,
             Transcription::Failed { code, message } => {
-                self.out.emit(
-                    "conversation.item.input_audio_transcription.failed",
-                    json!({
-                        "item_id": item_id,
-                        "content_index": 0,
-                        "error": {"type": "transcription_error", "code": code, "message": message}
-                    }),
-                );
+                self.out
+                    .emit(RealtimeServerEvent::InputTranscriptionFailed {
+                        item_id: item_id.to_owned(),
+                        content_index: 0,
+                        error: TranscriptionError {
+                            kind: "transcription_error",
+                            code,
+                            message,
+                        },
+                    });
                 return;
             }
         };
@@ -165,23 +176,22 @@ impl Conversation {
             } else {
                 format!(" {word}")
             };
-            self.out.emit(
-                "conversation.item.input_audio_transcription.delta",
-                json!({ "item_id": item_id, "content_index": 0, "delta": delta }),
-            );
+            self.out.emit(RealtimeServerEvent::InputTranscriptionDelta {
+                item_id: item_id.to_owned(),
+                content_index: 0,
+                delta,
+            });
         }
         if let Some(item) = self.items.get_mut(item_id) {
             item.value["content"][0]["transcript"] = json!(transcript);
         }
-        self.out.emit(
-            "conversation.item.input_audio_transcription.completed",
-            json!({
-                "item_id": item_id,
-                "content_index": 0,
-                "transcript": transcript,
-                "usage": {"type": "duration", "seconds": ms as f64 / 1000.0}
-            }),
-        );
+        self.out
+            .emit(RealtimeServerEvent::InputTranscriptionCompleted {
+                item_id: item_id.to_owned(),
+                content_index: 0,
+                transcript,
+                usage: TranscriptionUsage::duration_ms(ms),
+            });
     }
 
     fn request_auto_response(&mut self) {
@@ -204,14 +214,12 @@ impl Conversation {
         // On a WebSocket the server cannot know what was played: the client truncates, from
         // its own playback clock, as the service expects (the SDK's interrupt() does).
         if stopped.in_conversation && self.transport == super::Transport::WebRtc {
-            self.out.emit(
-                "conversation.item.truncated",
-                json!({
-                    "item_id": stopped.item_id,
-                    "content_index": 0,
-                    "audio_end_ms": stopped.played_ms
-                }),
-            );
+            self.out
+                .emit(RealtimeServerEvent::ConversationItemTruncated {
+                    item_id: stopped.item_id,
+                    content_index: 0,
+                    audio_end_ms: stopped.played_ms,
+                });
         }
         // The caller is talking again; their new turn gets the next response.
         self.auto_response_queued = false;

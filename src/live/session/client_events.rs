@@ -7,7 +7,7 @@ use super::delegation::BackendTurn;
 use super::{EventSource, LiveSession};
 use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
 use crate::model::ModelKind;
-use crate::realtime::{ClientError, ClientEvent, Transport};
+use crate::realtime::{ClientError, ClientEvent, RealtimeClientEvent, Transport};
 
 impl LiveSession {
     /// One client event, from the data channel or a sideband.
@@ -78,9 +78,7 @@ impl LiveSession {
                     Some(_) => return Err(ClientError::wrong_type("item", "an object")),
                     None => return Err(ClientError::missing("item")),
                 };
-                self.engine_event(
-                    json!({"type": "conversation.item.create", "event_id": event_id, "item": item}),
-                );
+                self.engine_event(RealtimeClientEvent::item_create(item), event_id);
             }
             "response.create" => {
                 self.require_responses(kind)?;
@@ -103,7 +101,7 @@ impl LiveSession {
                     text: String::new(),
                     calls: Vec::new(),
                 });
-                self.engine_event(json!({"type": "response.create", "event_id": event_id}));
+                self.engine_event(RealtimeClientEvent::response_create(None), event_id);
             }
             "session.close" => self.close("close_requested", event_id),
             "session.start" => {
@@ -209,9 +207,9 @@ impl LiveSession {
         let at = json!({"start_ms": self.now_ms, "end_ms": self.now_ms});
         match kind {
             "session.instructions.append" => {
-                self.engine_event(json!({"type": "conversation.item.create", "item": {
-                    "type": "message", "role": "system",
-                    "content": [{"type": "input_text", "text": content}]}}));
+                let item = json!({"type": "message", "role": "system",
+                    "content": [{"type": "input_text", "text": content}]});
+                self.engine_event(RealtimeClientEvent::item_create(item), None);
                 self.emit(&acked, at, event_id);
             }
             "session.thinking.append" => {
@@ -226,8 +224,9 @@ impl LiveSession {
                     Some(i) if !self.delegations[i].answered => {
                         self.delegations[i].answered = true;
                         let call_id = self.delegations[i].call_id.clone();
-                        self.engine_event(json!({"type": "conversation.item.create", "item": {
-                            "type": "function_call_output", "call_id": call_id, "output": content}}));
+                        let output = json!({"type": "function_call_output",
+                            "call_id": call_id, "output": content});
+                        self.engine_event(RealtimeClientEvent::item_create(output), None);
                         if in_band {
                             // A script says what follows a delegation's result in its
                             // `tool_output` turn.

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 use super::LiveSession;
 use super::delegation::DELEGATE_TOOL;
 use crate::live::config::{self, DelegationTarget};
-use crate::realtime::ClientError;
+use crate::realtime::server_event::ErrorObject;
+use crate::realtime::{ClientError, RealtimeClientEvent, RealtimeServerEvent};
 
 /// Output transcript deltas are released as their words are played; each is stamped with the
 /// span its word takes at the engine's pacing estimate.
@@ -69,7 +70,7 @@ impl LiveSession {
             session["audio"]["input"]["format"] = f.clone();
             session["audio"]["output"] = json!({"format": f});
         }
-        self.engine_event(json!({"type": "session.update", "session": session}));
+        self.engine_event(RealtimeClientEvent::session_update(session), None);
     }
 
     /// Startup history becomes the engine's conversation (developer messages as system ones).
@@ -85,8 +86,9 @@ impl LiveSession {
                 Some("assistant") => ("assistant", "output_text"),
                 _ => ("user", "input_text"),
             };
-            self.engine_event(json!({"type": "conversation.item.create", "item": {
-                "type": "message", "role": role, "content": [{"type": part, "text": text}]}}));
+            let item = json!({"type": "message", "role": role,
+                "content": [{"type": part, "text": text}]});
+            self.engine_event(RealtimeClientEvent::item_create(item), None);
         }
         self.answer_history = items.last().is_some_and(|i| i["role"] == "user");
     }
@@ -97,31 +99,21 @@ impl LiveSession {
         if heard > 0 && self.now_ms > heard {
             self.input_offset = self.now_ms - heard;
         }
-        while let Some(frame) = self.conv.poll_frame() {
-            let Ok(ev) = serde_json::from_str::<Value>(&frame) else {
-                continue;
-            };
-            self.translate(&ev);
+        while let Some(frame) = self.conv.poll_event() {
+            self.translate(frame.event);
         }
     }
 
-    fn translate(&mut self, ev: &Value) {
-        match ev["type"].as_str().unwrap_or_default() {
-            "input_audio_buffer.speech_started" => {
-                self.turn_span = (ev["audio_start_ms"].as_u64().unwrap_or(0), 0);
-            }
-            "input_audio_buffer.speech_stopped" => {
-                self.turn_span.1 = ev["audio_end_ms"].as_u64().unwrap_or(self.turn_span.0);
-            }
-            "conversation.item.input_audio_transcription.delta" => {
-                if let Some(d) = ev["delta"].as_str() {
-                    self.input_words.push(d.to_owned());
-                }
-            }
-            "conversation.item.input_audio_transcription.completed" => self.input_transcript(),
-            "response.created" => {
+    fn translate(&mut self, ev: RealtimeServerEvent) {
+        use RealtimeServerEvent as E;
+        match ev {
+            E::SpeechStarted { audio_start_ms, .. } => self.turn_span = (audio_start_ms, 0),
+            E::SpeechStopped { audio_end_ms, .. } => self.turn_span.1 = audio_end_ms,
+            E::InputTranscriptionDelta { delta, .. } => self.input_words.push(delta),
+            E::InputTranscriptionCompleted { .. } => self.input_transcript(),
+            E::ResponseCreated { response } => {
                 if let Some(b) = self.backend.as_mut().filter(|b| b.response_id.is_none()) {
-                    let id = ev["response"]["id"].as_str().unwrap_or_default().to_owned();
+                    let id = response["id"].as_str().unwrap_or_default().to_owned();
                     b.response_id = Some(id.clone());
                     let model = self.session["delegation"]["responses"]["model"].clone();
                     let response = json!({"id": id, "object": "response", "status": "in_progress",
@@ -129,8 +121,7 @@ impl LiveSession {
                     self.backend_event(json!({"type": "response.created", "response": response}));
                 }
             }
-            "response.output_audio_transcript.delta" | "response.output_text.delta" => {
-                let delta = ev["delta"].as_str().unwrap_or_default();
+            E::OutputTranscriptDelta { at, delta } | E::OutputTextDelta { at, delta } => {
                 let words = delta.split_whitespace().count().max(1) as u64;
                 let body = json!({"delta": delta, "start_ms": self.now_ms,
                                   "end_ms": self.now_ms + words * MS_PER_WORD});
@@ -138,29 +129,25 @@ impl LiveSession {
                 if let Some(b) = self
                     .backend
                     .as_mut()
-                    .filter(|b| b.response_id.as_deref() == ev["response_id"].as_str())
+                    .filter(|b| b.response_id.as_deref() == Some(at.response_id.as_str()))
                 {
-                    b.text.push_str(delta);
-                    let item_id = ev["item_id"].clone();
-                    self.backend_event(json!({"type": "response.output_text.delta", "item_id": item_id,
-                                              "output_index": 0, "content_index": 0, "delta": delta}));
+                    b.text.push_str(&delta);
+                    self.backend_event(json!({"type": "response.output_text.delta",
+                        "item_id": at.item_id, "output_index": 0, "content_index": 0,
+                        "delta": delta}));
                 }
             }
             // On a WebSocket the audio itself travels as events.
-            "response.output_audio.delta" => {
-                self.emit(
-                    "session.output_audio.delta",
-                    json!({"delta": ev["delta"]}),
-                    None,
-                );
+            E::OutputAudioDelta { delta, .. } => {
+                self.emit("session.output_audio.delta", json!({"delta": delta}), None);
             }
-            "response.output_item.done" if ev["item"]["type"] == "function_call" => {
-                self.delegate(&ev["item"]);
+            E::OutputItemDone(done) if done.item["type"] == "function_call" => {
+                self.delegate(&done.item);
             }
-            "response.done" => {
-                let id = ev["response"]["id"].as_str();
+            E::ResponseDone { response } => {
+                let id = response["id"].as_str();
                 if let Some(b) = self.backend.take_if(|b| b.response_id.as_deref() == id) {
-                    self.backend_done(b, &ev["response"]);
+                    self.backend_done(b, &response);
                 }
                 self.emit(
                     "session.usage.updated",
@@ -169,7 +156,8 @@ impl LiveSession {
                 );
                 self.say_next();
             }
-            "error" => self.engine_error(&ev["error"]),
+            E::Error { error } => self.engine_error(error),
+            // The rest (session, item, buffer and part events) have no Live counterpart.
             _ => {}
         }
     }
@@ -195,21 +183,21 @@ impl LiveSession {
 
     /// An `error` from the turn engine: about a client event we passed on (its id comes back),
     /// a model's failure, or a script's `session_expired`, which ends a Live session.
-    fn engine_error(&mut self, e: &Value) {
-        if e["code"] == "session_expired" {
+    fn engine_error(&mut self, e: ErrorObject) {
+        if e.code == "session_expired" {
             return self.close("expired", None);
         }
         let error = ClientError {
-            kind: if e["type"] == "server_error" {
+            kind: if e.kind == "server_error" {
                 "server_error"
             } else {
                 "invalid_request_error"
             },
-            code: e["code"].as_str().unwrap_or("error").to_owned().into(),
-            message: e["message"].as_str().unwrap_or_default().to_owned(),
-            param: e["param"].as_str().map(str::to_owned),
+            code: e.code.into(),
+            message: e.message,
+            param: e.param,
             event_id: None,
         };
-        self.error(error, e["event_id"].as_str().map(str::to_owned));
+        self.error(error, e.event_id);
     }
 }
