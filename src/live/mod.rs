@@ -11,8 +11,10 @@
 //! Realtime events into Live ones. Media, VAD, barge-in, the stub models and scripts are the
 //! Realtime path's code, unchanged.
 //!
-//! `config` holds the startup config's checks and the session resource, `session` the engine.
+//! `config` holds the startup config's checks and the session resource, `client_event` the
+//! client events as types, `session` the engine.
 
+pub mod client_event;
 pub mod config;
 mod session;
 

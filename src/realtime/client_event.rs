@@ -134,13 +134,14 @@ impl RealtimeClientEvent {
     }
 }
 
-/// The event's fields as `T`, or the service's error naming the field that is wrong.
+/// The event's fields as `T`, or the service's error naming the field that is wrong. Live's
+/// client events are decoded by the same rules.
 ///
 /// serde reports what was wrong in its error text and where through `serde_path_to_error`; the
 /// text's shapes ("missing field `x`", "invalid type: …, expected …") are serde's own and have
 /// been stable across its releases, and a shape not recognised still gives an `invalid_value`
 /// naming the field.
-fn fields<T: DeserializeOwned>(body: Value) -> Result<T, ClientError> {
+pub(crate) fn fields<T: DeserializeOwned>(body: Value) -> Result<T, ClientError> {
     serde_path_to_error::deserialize(body).map_err(|e| {
         let path = e.path().to_string();
         let at = |field: &str| match path.as_str() {
@@ -161,6 +162,8 @@ fn fields<T: DeserializeOwned>(body: Value) -> Result<T, ClientError> {
             let expected = message.rsplit(", expected ").next().unwrap_or("");
             let expected = match expected {
                 "u64" | "u32" | "usize" => "a non-negative integer",
+                "a map" => "an object",
+                "a sequence" => "an array",
                 other => other,
             };
             return ClientError::wrong_type(&path, expected);

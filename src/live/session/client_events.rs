@@ -5,6 +5,7 @@ use serde_json::{Map, Value, json};
 
 use super::delegation::BackendTurn;
 use super::{EventSource, LiveSession};
+use crate::live::client_event::{Append, AppendKind, LiveClientEvent};
 use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
 use crate::model::ModelKind;
 use crate::realtime::{ClientError, ClientEvent, RealtimeClientEvent, Transport};
@@ -26,7 +27,8 @@ impl LiveSession {
             } else if self.closed {
                 Err(ClientError::new("session_closed", "The session is closed."))
             } else {
-                self.dispatch(kind, &event.body, event.event_id.as_deref())
+                let decoded = LiveClientEvent::decode(kind, &event.body)?;
+                self.dispatch(kind, decoded, event.event_id.as_deref())
             }
         });
         if let Err(e) = result {
@@ -35,18 +37,17 @@ impl LiveSession {
         self.pump();
     }
 
+    /// `kind` is the event's `type`, for the errors that name it.
     fn dispatch(
         &mut self,
         kind: &str,
-        obj: &Map<String, Value>,
+        event: LiveClientEvent,
         event_id: Option<&str>,
     ) -> Result<(), ClientError> {
-        match kind {
-            "session.update" => {
-                let update = obj
-                    .get("session")
-                    .ok_or_else(|| ClientError::missing("session"))?;
-                let next = config::apply_update(&self.session, update)?;
+        use LiveClientEvent as E;
+        match event {
+            E::SessionUpdate { session: update } => {
+                let next = config::apply_update(&self.session, &update)?;
                 let delegation_changed = next["delegation"] != self.session["delegation"];
                 self.session = next;
                 if delegation_changed {
@@ -58,29 +59,23 @@ impl LiveSession {
                     event_id,
                 );
             }
-            "session.input_audio.mute" => {
+            E::InputAudioMute => {
                 self.muted = true;
                 self.emit("session.input_audio.muted", json!({}), event_id);
             }
-            "session.input_audio.unmute" => {
+            E::InputAudioUnmute => {
                 self.muted = false;
                 self.emit("session.input_audio.unmuted", json!({}), event_id);
             }
-            "session.instructions.append"
-            | "session.thinking.append"
-            | "session.commentary.append" => {
-                self.append(kind, obj, event_id)?;
-            }
-            "response.item.create" => {
+            E::Append(which, append) => self.append(which, append, event_id)?,
+            E::ResponseItemCreate { item } => {
                 self.require_responses(kind)?;
-                let item = match obj.get("item") {
-                    Some(Value::Object(item)) => engine_item(item),
-                    Some(_) => return Err(ClientError::wrong_type("item", "an object")),
-                    None => return Err(ClientError::missing("item")),
-                };
-                self.engine_event(RealtimeClientEvent::item_create(item), event_id);
+                self.engine_event(
+                    RealtimeClientEvent::item_create(engine_item(item)),
+                    event_id,
+                );
             }
-            "response.create" => {
+            E::ResponseCreate => {
                 self.require_responses(kind)?;
                 if self.conv.active_response().is_some() {
                     return Err(ClientError::new(
@@ -103,57 +98,45 @@ impl LiveSession {
                 });
                 self.engine_event(RealtimeClientEvent::response_create(None), event_id);
             }
-            "session.close" => self.close("close_requested", event_id),
-            "session.start" => {
+            E::SessionClose => self.close("close_requested", event_id),
+            E::SessionStart => {
                 return Err(ClientError::new(
                     "session_already_started",
                     "The session has started: session.start is only the first message of a Live WebSocket (a WebRTC session starts when it is created).",
                 ));
             }
-            "session.input_audio.append" if self.conv.transport() == Transport::WebSocket => {
+            E::InputAudioAppend(a) if self.conv.transport() == Transport::WebSocket => {
                 // The host feeds the audio to the media side; appends have no acknowledgement.
                 use base64::Engine as _;
-                match obj.get("audio") {
-                    Some(Value::String(b64)) => {
-                        if base64::engine::general_purpose::STANDARD
-                            .decode(b64)
-                            .is_err()
-                        {
-                            return Err(ClientError::invalid("audio", "it is not valid base64"));
-                        }
-                    }
-                    Some(_) => return Err(ClientError::wrong_type("audio", "a base64 string")),
-                    None => return Err(ClientError::missing("audio")),
+                if base64::engine::general_purpose::STANDARD
+                    .decode(&a.audio)
+                    .is_err()
+                {
+                    return Err(ClientError::invalid("audio", "it is not valid base64"));
                 }
             }
-            "session.input_audio.append" => {
+            E::InputAudioAppend(_) => {
                 return Err(ClientError::new(
                     "invalid_transport",
                     "On WebRTC the caller's audio travels on the audio track; session.input_audio.append is for the primary WebSocket.",
                 ));
             }
-            "session.output_audio.fixture.play" => {
+            E::OutputAudioFixturePlay => {
                 return Err(ClientError::new(
                     "unsupported_event",
                     "voice-edge does not implement audio fixtures yet; on OpenAI they play over a primary WebSocket or a sideband.",
                 ));
             }
-            "transport.dtmf.send" => {
+            E::TransportDtmfSend => {
                 return Err(ClientError::new(
                     "invalid_transport",
                     "DTMF needs a SIP session's sideband.",
                 ));
             }
-            "decision.create" | "decision.item.create" | "decision.item.delete" => {
+            E::Decision => {
                 return Err(ClientError::new(
                     "unsupported_event",
                     "voice-edge does not implement Decisions delegation.",
-                ));
-            }
-            other => {
-                return Err(ClientError::invalid(
-                    "type",
-                    format!("'{other}' is not a Live client event"),
                 ));
             }
         }
@@ -163,35 +146,34 @@ impl LiveSession {
     /// `session.instructions.append`, `session.thinking.append`, `session.commentary.append`.
     fn append(
         &mut self,
-        kind: &str,
-        obj: &Map<String, Value>,
+        which: AppendKind,
+        append: Append,
         event_id: Option<&str>,
     ) -> Result<(), ClientError> {
-        let content = match obj.get("content") {
-            Some(Value::String(s)) if s.trim().is_empty() => {
-                return Err(ClientError::invalid("content", "it is empty"));
-            }
-            Some(Value::String(s)) if s.chars().count() > MAX_APPEND_CHARS => {
-                return Err(ClientError::invalid(
-                    "content",
-                    "it is limited to 500 tokens",
-                ));
-            }
-            Some(Value::String(s)) => s.clone(),
-            Some(_) => return Err(ClientError::wrong_type("content", "a string")),
-            None => return Err(ClientError::missing("content")),
-        };
-        let delegation = match obj.get("delegation_id") {
+        let Append {
+            content,
+            delegation_id,
+        } = append;
+        if content.trim().is_empty() {
+            return Err(ClientError::invalid("content", "it is empty"));
+        }
+        if content.chars().count() > MAX_APPEND_CHARS {
+            return Err(ClientError::invalid(
+                "content",
+                "it is limited to 500 tokens",
+            ));
+        }
+        let delegation = match delegation_id {
             None => return Err(ClientError::missing("delegation_id")),
-            Some(Value::Null) => None,
-            Some(Value::String(id)) => {
+            Some(None) => None,
+            Some(Some(id)) => {
                 if DelegationTarget::of(&self.session) == DelegationTarget::Responses {
                     return Err(ClientError::invalid(
                         "delegation_id",
                         "delegation ids are not accepted with Responses delegation",
                     ));
                 }
-                match self.delegations.iter().position(|d| &d.id == id) {
+                match self.delegations.iter().position(|d| d.id == id) {
                     Some(i) => Some(i),
                     None => {
                         return Err(ClientError::invalid(
@@ -201,24 +183,23 @@ impl LiveSession {
                     }
                 }
             }
-            Some(_) => return Err(ClientError::wrong_type("delegation_id", "a string or null")),
         };
-        let acked = kind.replace(".append", ".appended");
+        let acked = which.acknowledgement();
         let at = json!({"start_ms": self.now_ms, "end_ms": self.now_ms});
-        match kind {
-            "session.instructions.append" => {
+        match which {
+            AppendKind::Instructions => {
                 let item = json!({"type": "message", "role": "system",
                     "content": [{"type": "input_text", "text": content}]});
                 self.engine_event(RealtimeClientEvent::item_create(item), None);
-                self.emit(&acked, at, event_id);
+                self.emit(acked, at, event_id);
             }
-            "session.thinking.append" => {
+            AppendKind::Thinking => {
                 self.ack_due = None;
-                self.emit(&acked, at, event_id);
+                self.emit(acked, at, event_id);
             }
-            _ => {
+            AppendKind::Commentary => {
                 self.ack_due = None;
-                self.emit(&acked, at, event_id);
+                self.emit(acked, at, event_id);
                 let in_band = matches!(self.conv.model_kind(), ModelKind::Script(_));
                 match delegation {
                     Some(i) if !self.delegations[i].answered => {
@@ -263,8 +244,8 @@ impl LiveSession {
 
 /// A Responses input item as the turn engine takes it: a message's string content becomes
 /// one text part.
-fn engine_item(item: &Map<String, Value>) -> Value {
-    let mut item = Value::Object(item.clone());
+fn engine_item(item: Map<String, Value>) -> Value {
+    let mut item = Value::Object(item);
     if let Some(text) = item["content"].as_str().map(str::to_owned) {
         let part = if item["role"] == "assistant" {
             "output_text"
