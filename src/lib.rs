@@ -52,6 +52,13 @@ pub mod wakeup;
 // transceiver could only answer and then fail, and the transceiver picks the codec from it.
 pub mod sdp_offer;
 
+// A call apart from its transport: the engine, the media side, jobs, the event log,
+// sidebands and recordings, with the one pump both transports drive.
+pub mod call;
+
+// The WebSocket transport: Realtime and Live sessions whose audio rides inside the events.
+pub mod websocket;
+
 // Where WebRTC ends: ICE-lite, DTLS, SRTP and SCTP for many calls on one socket per worker,
 // through the sans-I/O `rtc` core, because the async `webrtc` stack binds a socket per call.
 // It bridges each call's audio and `oai-events` channel to the engine and the models.

@@ -240,8 +240,8 @@ impl TransceiverControl for RemoteTransceiver {
 
     async fn open_session(
         &self,
-        request: crate::transceiver::websocket::SessionRequest,
-    ) -> Result<crate::transceiver::websocket::EventStream, CallError> {
+        request: crate::websocket::SessionRequest,
+    ) -> Result<crate::websocket::EventStream, CallError> {
         let _pending = Pending(&self.pending);
         let json = serde_json::to_string(&request).map_err(|e| self.failed(e))?;
         let url = format!(
@@ -257,7 +257,7 @@ impl TransceiverControl for RemoteTransceiver {
     async fn attach_sideband(
         &self,
         call_id: &CallId,
-    ) -> Result<Option<crate::transceiver::websocket::EventStream>, CallError> {
+    ) -> Result<Option<crate::websocket::EventStream>, CallError> {
         let url = format!("ws://{}{PREFIX}/calls/{call_id}/sideband", self.control);
         super::stream::dial(self.id, &url, &self.authorization, TIMEOUT).await
     }

@@ -4,10 +4,10 @@
 use serde_json::{Value, json};
 
 use super::TransceiverControl;
-use crate::transceiver::websocket::{EventStream, SessionRequest};
 use crate::transceiver::{
     CallCommand, CallError, CallId, CallInfo, CallReply, CreatedCall, TransceiverHandle,
 };
+use crate::websocket::{EventStream, SessionRequest};
 
 #[async_trait::async_trait]
 impl TransceiverControl for TransceiverHandle {

@@ -19,8 +19,8 @@ pub use client::RemoteTransceiver;
 
 use serde_json::Value;
 
-use crate::transceiver::websocket::{EventStream, SessionRequest};
 use crate::transceiver::{CallCommand, CallError, CallId, CallInfo, CallReply, CreatedCall};
+use crate::websocket::{EventStream, SessionRequest};
 
 /// What signaling can ask of one transceiver, wherever it runs.
 #[async_trait::async_trait]
@@ -56,13 +56,13 @@ pub trait TransceiverControl: Send + Sync {
     /// Stops taking new calls; live ones continue until they end.
     async fn drain(&self) -> Result<(), CallError>;
     /// Starts a Realtime session over a WebSocket on this transceiver (see
-    /// [`crate::transceiver::websocket`]); placement must have called
+    /// [`crate::websocket`]); placement must have called
     /// [`TransceiverControl::reserve`] first.
     async fn open_session(&self, request: SessionRequest) -> Result<EventStream, CallError> {
         let _ = request;
         Err(CallError::Unavailable(self.id()))
     }
-    /// Attaches a sideband to a live call (see [`crate::transceiver::sideband`]); `Ok(None)`
+    /// Attaches a sideband to a live call (see [`crate::call::sideband`]); `Ok(None)`
     /// when the call is not here.
     async fn attach_sideband(&self, call_id: &CallId) -> Result<Option<EventStream>, CallError> {
         let _ = call_id;

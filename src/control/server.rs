@@ -181,9 +181,8 @@ async fn open_session(
     // As for a call: `open_session` releases a reservation, and signaling's own is on its side.
     ctx.transceiver.reserve();
     match ctx.transceiver.open_session(request).await {
-        Ok(stream) => upgrade.on_upgrade(move |socket| {
-            crate::transceiver::websocket::pipe(socket, stream, "session ended")
-        }),
+        Ok(stream) => upgrade
+            .on_upgrade(move |socket| crate::websocket::pipe(socket, stream, "session ended")),
         Err(e) => call_error(e),
     }
 }
@@ -197,9 +196,9 @@ async fn sideband(
         return call_not_here();
     };
     match ctx.transceiver.attach_sideband(&id).await {
-        Ok(Some(stream)) => upgrade.on_upgrade(move |socket| {
-            crate::transceiver::websocket::pipe(socket, stream, "call ended")
-        }),
+        Ok(Some(stream)) => {
+            upgrade.on_upgrade(move |socket| crate::websocket::pipe(socket, stream, "call ended"))
+        }
         Ok(None) => call_not_here(),
         Err(e) => call_error(e),
     }

@@ -4,7 +4,7 @@
 //! Signaling dials the transceiver's control listener with the cluster secret
 //! (`GET /control/v1/sessions?request=…`, `GET /control/v1/calls/{id}/sideband`); the
 //! transceiver side pipes the socket into the local stream exactly as signaling pipes a
-//! client's (see [`crate::transceiver::websocket::pipe`]). A refusal before the upgrade comes
+//! client's (see [`crate::websocket::pipe`]). A refusal before the upgrade comes
 //! back as the control API's usual error body.
 
 use futures_util::{SinkExt, StreamExt};
@@ -13,7 +13,7 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::wire;
 use crate::transceiver::CallError;
-use crate::transceiver::websocket::{EventStream, STREAM_CAPACITY};
+use crate::websocket::{EventStream, STREAM_CAPACITY};
 
 /// Opens `url` with `authorization`; `Ok(None)` when the transceiver answers 404.
 pub async fn dial(

@@ -89,7 +89,7 @@ pub struct ErrorBody {
     pub message: String,
 }
 
-/// `GET /sessions`: the [`crate::transceiver::websocket::SessionRequest`] as JSON.
+/// `GET /sessions`: the [`crate::websocket::SessionRequest`] as JSON.
 #[derive(Debug, Serialize, Deserialize)]
 pub struct SessionQuery {
     pub request: String,

@@ -375,7 +375,7 @@ pub(super) struct EventsQuery {
 }
 
 /// `GET /v1/realtime/calls/{id}/events`: every Realtime event of the call, both directions, as
-/// JSON Lines (see [`crate::transceiver::event_log`]), for test assertions and bug reports.
+/// JSON Lines (see [`crate::call::event_log`]), for test assertions and bug reports.
 /// Whoever may hang the call up may read it, and still can for a few minutes after it ended.
 pub(super) async fn events(
     State(sig): State<Signaling>,

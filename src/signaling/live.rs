@@ -19,8 +19,8 @@ use super::websocket::{attach_sideband, key_of, serve_stream, upgrade_required};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
 use crate::live::config::parse_create;
 use crate::realtime::ClientError;
-use crate::transceiver::websocket::SessionRequest;
 use crate::transceiver::{CallCommand, CallReply, CallSetup};
+use crate::websocket::SessionRequest;
 
 /// The JSON body carries the offer plus a config of at most a few hundred KiB (history is
 /// bounded to 128 messages, instructions to 16k tokens).
@@ -141,7 +141,7 @@ pub(super) async fn attach(
 
 /// `GET /v1/live/sessions/{id}/content`: the recording of an ended session started with
 /// `store: true`, a stereo WAV (caller left, model right, 24 kHz), for the key that created it,
-/// for a few minutes after it ended (see [`crate::transceiver::recording`]).
+/// for a few minutes after it ended (see [`crate::call::recording`]).
 pub(super) async fn content(
     State(sig): State<Signaling>,
     Path(id): Path<String>,
@@ -158,7 +158,7 @@ pub(super) async fn content(
             "recording_not_found",
             format!(
                 "no recording of {id:?}: a session is recorded when started with store: true, and its recording is here from when it ends until {} minutes later",
-                crate::transceiver::recording::ENDED_TTL.as_secs() / 60
+                crate::call::recording::ENDED_TTL.as_secs() / 60
             ),
         )
         .with_status(StatusCode::NOT_FOUND));

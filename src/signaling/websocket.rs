@@ -6,7 +6,7 @@
 //! rules of calls: `Authorization: Bearer`, or for browsers, which cannot set headers on a
 //! WebSocket, the sub-protocol `openai-insecure-api-key.<key>` beside `realtime`, which the
 //! answer echoes. Signaling only checks, places and pipes; the session runs on a transceiver
-//! (see [`crate::transceiver::websocket`]), like a call.
+//! (see [`crate::websocket`]), like a call.
 
 use axum::extract::rejection::QueryRejection;
 use axum::extract::ws::WebSocketUpgrade;
@@ -18,7 +18,7 @@ use serde_json::Value;
 
 use super::calls::{call_error, call_not_found, client_slot, model_for};
 use super::{ApiError, Signaling, bearer, key_error};
-use crate::transceiver::websocket::{EventStream, SessionRequest, pipe};
+use crate::websocket::{EventStream, SessionRequest, pipe};
 
 /// The largest client event taken: the real service's 15 MiB for an `input_audio_buffer.append`,
 /// with room for the JSON around it.

@@ -21,11 +21,11 @@ pub enum CallCommand {
     /// A new offer on the live call (an ICE restart); the reply carries the answer.
     Renegotiate { offer_sdp: String },
     /// The call's event log from sequence number `since`, as JSON Lines: a live call's from its
-    /// worker, an ended one's for a few minutes after (see [`super::event_log`]).
+    /// worker, an ended one's for a few minutes after (see [`crate::call::event_log`]).
     Events { since: u64 },
     /// Injects a fault (see [`super::faults`]); the reply is the call's fault state after it.
     Fault { fault: Fault },
-    /// An ended Live session's recording (see [`super::recording`]).
+    /// An ended Live session's recording (see [`crate::call::recording`]).
     Recording,
 }
 

@@ -30,9 +30,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
-use super::event_log::{self, EndedLogs, SharedEndedLogs};
 use super::faults::{Fault, FaultState, Inbound};
-use super::media::{Job, JobDone};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
 use super::transmit::Transmit;
@@ -40,6 +38,8 @@ use super::{
     CallCommand, CallError, CallInfo, CallReply, CreatedCall, EndCounters, TransceiverConfig,
     WorkerStats,
 };
+use crate::call::event_log::{self, EndedLogs, SharedEndedLogs};
+use crate::call::media::{Job, JobDone};
 use crate::routing::link::LinkHeader;
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
@@ -107,7 +107,7 @@ pub struct Endpoint {
     last_housekeeping: Instant,
     /// Where ended calls' event logs go: the transceiver's, shared by its workers.
     ended_logs: SharedEndedLogs,
-    recordings: super::recording::SharedRecordings,
+    recordings: crate::call::recording::SharedRecordings,
 }
 
 impl Endpoint {
@@ -143,7 +143,7 @@ impl Endpoint {
             max_timer_lag: Duration::ZERO,
             last_housekeeping: now,
             ended_logs: EndedLogs::shared(),
-            recordings: super::recording::EndedRecordings::shared(),
+            recordings: crate::call::recording::EndedRecordings::shared(),
         }
     }
 
@@ -153,16 +153,16 @@ impl Endpoint {
         self.ended_logs = logs;
     }
 
-    /// Where ended sessions' recordings go (see [`super::recording`]).
-    pub fn share_recordings(&mut self, recordings: super::recording::SharedRecordings) {
+    /// Where ended sessions' recordings go (see [`crate::call::recording`]).
+    pub fn share_recordings(&mut self, recordings: crate::call::recording::SharedRecordings) {
         self.recordings = recordings;
     }
 
-    /// A live call's event log from `since` as JSON Lines (see [`super::event_log`]); `None`
+    /// A live call's event log from `since` as JSON Lines (see [`crate::call::event_log`]); `None`
     /// when the call is not live here (an ended call's log is in the shared store).
     pub fn call_events(&self, call_id: &str, since: u64) -> Option<String> {
         let key = self.by_call.get(call_id)?;
-        Some(self.sessions.get(key)?.event_log().render(since))
+        Some(self.sessions.get(key)?.event_log()?.render(since))
     }
 
     /// Live calls.
@@ -371,13 +371,13 @@ impl Endpoint {
         Ok(())
     }
 
-    /// Attaches a sideband to a call (see [`super::sideband`]).
+    /// Attaches a sideband to a call (see [`crate::call::sideband`]).
     pub fn attach_sideband(
         &mut self,
         call_id: &str,
         out: tokio::sync::mpsc::Sender<String>,
-    ) -> super::sideband::Attach {
-        use super::sideband::Attach;
+    ) -> crate::call::sideband::Attach {
+        use crate::call::sideband::Attach;
         let Some(s) = self
             .by_call
             .get(call_id)
@@ -391,7 +391,7 @@ impl Endpoint {
         }
     }
 
-    pub fn detach_sideband(&mut self, call_id: &str, id: super::sideband::SidebandId) {
+    pub fn detach_sideband(&mut self, call_id: &str, id: crate::call::sideband::SidebandId) {
         if let Some(s) = self
             .by_call
             .get(call_id)
@@ -883,10 +883,11 @@ impl Endpoint {
         self.by_call.remove(&s.call_id);
         self.by_addr.retain(|_, k| *k != key);
         // Kept even for a call that panicked: that log is the bug report.
-        let log = s.take_event_log();
-        event_log::lock(&self.ended_logs).insert(now, s.call_id.clone(), log);
+        if let Some(log) = s.take_event_log() {
+            event_log::lock(&self.ended_logs).insert(now, s.call_id.clone(), log);
+        }
         if let Some(wav) = s.take_recording() {
-            super::recording::lock(&self.recordings).insert(now, s.call_id.clone(), wav);
+            crate::call::recording::lock(&self.recordings).insert(now, s.call_id.clone(), wav);
         }
         log::info!(
             "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",

@@ -10,24 +10,18 @@ pub mod call_command;
 pub mod call_id;
 pub mod drain;
 pub mod endpoint;
-mod engine;
-pub mod event_log;
 pub mod faults;
 pub mod impairment;
 mod mailbox;
-pub(crate) mod media;
 mod peer;
-pub mod recording;
 mod session;
-pub mod sideband;
 pub mod transmit;
-pub mod websocket;
 mod worker;
 
+pub use crate::call::engine::CallSetup;
+pub use crate::call::media::VoiceTimings;
 pub use call_command::{CallCommand, CallReply};
 pub use call_id::CallId;
-pub use engine::CallSetup;
-pub use media::VoiceTimings;
 pub use peer::{AnswerError, add_host_candidate, codec_parameters, opus as opus_codec};
 pub use session::{ClientReport, SessionCounters, SessionState};
 
@@ -219,19 +213,19 @@ pub(crate) enum WorkerMessage {
     /// A job run off the socket thread for a call's response (see [`media::Job`]).
     JobDone {
         call_id: String,
-        done: media::JobDone,
+        done: crate::call::media::JobDone,
     },
     /// Attaches a sideband's outgoing queue to a call.
     AttachSideband {
         call_id: String,
         out: tokio::sync::mpsc::Sender<String>,
-        reply: tokio::sync::oneshot::Sender<sideband::Attach>,
+        reply: tokio::sync::oneshot::Sender<crate::call::sideband::Attach>,
     },
     /// A client event from a sideband.
     SidebandText { call_id: String, text: String },
     DetachSideband {
         call_id: String,
-        id: sideband::SidebandId,
+        id: crate::call::sideband::SidebandId,
     },
 }
 
@@ -259,8 +253,8 @@ pub struct TransceiverHandle {
     draining: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
     /// Ended calls' event logs, which the workers put here and signaling reads.
-    ended_logs: event_log::SharedEndedLogs,
-    recordings: recording::SharedRecordings,
+    ended_logs: crate::call::event_log::SharedEndedLogs,
+    recordings: crate::call::recording::SharedRecordings,
     /// WebSocket sessions running here (see [`websocket`]).
     ws_sessions: Arc<AtomicUsize>,
 }
@@ -383,7 +377,8 @@ impl TransceiverHandle {
         };
         let call_id = call_id.as_str();
         if command == CallCommand::Recording {
-            let wav = recording::lock(&self.recordings).get(std::time::Instant::now(), call_id);
+            let wav = crate::call::recording::lock(&self.recordings)
+                .get(std::time::Instant::now(), call_id);
             return Ok(wav.map(|wav| CallReply::Recording { wav: wav.to_vec() }));
         }
         let ended_since = match command {
@@ -404,7 +399,7 @@ impl TransceiverHandle {
             None => Ok(ended_since
                 .and_then(|since| {
                     let now = std::time::Instant::now();
-                    event_log::read_ended(&self.ended_logs, now, call_id, since)
+                    crate::call::event_log::read_ended(&self.ended_logs, now, call_id, since)
                 })
                 .map(|jsonl| CallReply::Events { jsonl })),
         }
@@ -414,13 +409,13 @@ impl TransceiverHandle {
     /// have called [`TransceiverHandle::reserve`] first, as for a call.
     pub fn open_session(
         &self,
-        request: websocket::SessionRequest,
-    ) -> Result<websocket::EventStream, CallError> {
+        request: crate::websocket::SessionRequest,
+    ) -> Result<crate::websocket::EventStream, CallError> {
         let _release = Release(&self.pending);
         if self.is_draining() {
             return Err(CallError::Unavailable(self.id));
         }
-        Ok(websocket::spawn(request, self.ws_sessions.clone()))
+        Ok(crate::websocket::spawn(request, self.ws_sessions.clone()))
     }
 
     /// WebSocket sessions running here.
@@ -434,12 +429,12 @@ impl TransceiverHandle {
     pub async fn attach_sideband(
         &self,
         call_id: &CallId,
-    ) -> Result<Option<websocket::EventStream>, CallError> {
+    ) -> Result<Option<crate::websocket::EventStream>, CallError> {
         let Some(w) = self.owner(call_id) else {
             return Ok(None);
         };
         let call_id = call_id.to_string();
-        let (out, from_session) = tokio::sync::mpsc::channel(websocket::STREAM_CAPACITY);
+        let (out, from_session) = tokio::sync::mpsc::channel(crate::websocket::STREAM_CAPACITY);
         let attach = ask(w, |reply| WorkerMessage::AttachSideband {
             call_id: call_id.clone(),
             out,
@@ -448,17 +443,17 @@ impl TransceiverHandle {
         .await
         .ok_or(CallError::Unavailable(self.id))?;
         let id = match attach {
-            sideband::Attach::Attached(id) => id,
-            sideband::Attach::NoCall => return Ok(None),
-            sideband::Attach::Full => {
+            crate::call::sideband::Attach::Attached(id) => id,
+            crate::call::sideband::Attach::NoCall => return Ok(None),
+            crate::call::sideband::Attach::Full => {
                 return Err(CallError::Refused(format!(
                     "call {call_id} has {} sidebands attached already",
-                    sideband::MAX_SIDEBANDS
+                    crate::call::sideband::MAX_SIDEBANDS
                 )));
             }
         };
         let (to_session, mut from_client) =
-            tokio::sync::mpsc::channel::<String>(websocket::STREAM_CAPACITY);
+            tokio::sync::mpsc::channel::<String>(crate::websocket::STREAM_CAPACITY);
         let mailbox = w.mailbox.clone();
         tokio::spawn(async move {
             while let Some(text) = from_client.recv().await {
@@ -475,7 +470,7 @@ impl TransceiverHandle {
                 .send(WorkerMessage::DetachSideband { call_id, id })
                 .await;
         });
-        Ok(Some(websocket::EventStream {
+        Ok(Some(crate::websocket::EventStream {
             to_session,
             from_session,
         }))
@@ -578,8 +573,8 @@ pub fn spawn_in_process(
     let addr = sockets[0].local_addr()?;
     let certificate = generate_certificate()?;
     let stop = Arc::new(AtomicBool::new(false));
-    let ended_logs = event_log::EndedLogs::shared();
-    let recordings = recording::EndedRecordings::shared();
+    let ended_logs = crate::call::event_log::EndedLogs::shared();
+    let recordings = crate::call::recording::EndedRecordings::shared();
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {

@@ -1,5 +1,5 @@
-//! One call on a transceiver: the peer connection, the Realtime conversation on its
-//! `oai-events` channel, and the media bridge between them.
+//! One WebRTC call on a transceiver: the peer connection and the [`Call`] it carries, whose
+//! events ride the `oai-events` channel and whose audio rides the RTP track.
 //!
 //! A session owns no thread and no task. The worker's socket loop feeds it datagrams and timer
 //! ticks, then calls [`Session::drive`] to move whatever that produced (decrypted audio to VAD
@@ -20,12 +20,13 @@ use rtc::rtp_transceiver::RTCRtpSenderId;
 use rtc::sansio::Protocol;
 use serde::Serialize;
 
-use super::engine::{CallSetup, Engine};
-use super::event_log::EventLog;
-use super::media::{Job, JobDone, Media, VoiceTimings};
 use crate::audio::Codec;
+use crate::call::engine::{CallSetup, Engine};
+use crate::call::event_log::EventLog;
+use crate::call::media::{Job, JobDone, VoiceTimings};
+use crate::call::sideband::SidebandId;
+use crate::call::{Call, CallOutput};
 use crate::live::EventSource;
-use crate::realtime::Action;
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
@@ -146,21 +147,13 @@ pub struct Session {
     audio_pt: Option<u8>,
     out_seq: u16,
     out_ts: u32,
-    media: Media,
-    engine: Engine,
+    /// The call itself: engine, media, jobs, event log, sidebands, recording.
+    call: Call,
     events_channel: Option<RTCDataChannelId>,
     /// `oai-events` as the server closes it (see [`Session::handle_timeout`]).
     closing_channel: Option<RTCDataChannelId>,
-    /// Slow work the worker should run off the socket thread.
-    jobs: Vec<Job>,
     /// How long after the conversation asks to end the call it is closed (see [`Session::expire`]).
     end_grace: Duration,
-    /// Every `oai-events` frame both ways (see [`super::event_log`]).
-    events: EventLog,
-    /// Sideband WebSockets attached to the call (see [`super::sideband`]).
-    sidebands: super::sideband::Sidebands,
-    /// Both directions' audio, for a Live session started with `store: true`.
-    recorder: Option<super::recording::Recorder>,
 }
 
 pub struct NewSession {
@@ -177,18 +170,20 @@ pub struct NewSession {
 
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
-        let media = Media::for_model(&n.setup.model, n.codec);
         let stored = n
             .setup
             .live
             .as_ref()
             .is_some_and(|l| l.session["store"] == true);
-        let recorder = stored.then(|| super::recording::Recorder::new(n.codec, n.codec));
         let expires_at = crate::realtime::session_limits::expires_at_unix();
         let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
         if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {
             // The session reports the call's audio as what it is on the wire.
             conv.set_audio_format(n.codec.realtime_format());
+        }
+        let mut call = Call::rtp(n.call_id.clone(), now, engine, n.codec);
+        if stored {
+            call.start_recording();
         }
         Session {
             call_id: n.call_id,
@@ -223,15 +218,10 @@ impl Session {
             audio_pt: None,
             out_seq: rand::random(),
             out_ts: rand::random(),
-            media,
-            engine,
+            call,
             events_channel: None,
             closing_channel: None,
-            jobs: Vec::new(),
             end_grace: DEFAULT_END_GRACE,
-            events: EventLog::starting(now),
-            sidebands: Default::default(),
-            recorder,
         }
     }
 
@@ -251,7 +241,7 @@ impl Session {
                     // rtc passes the report's value through in RTP clock ticks, though the
                     // stats field is documented in seconds.
                     jitter_ms: r.received_rtp_stream_stats.jitter
-                        / f64::from(self.media.codec().clock_hz())
+                        / f64::from(self.call.codec().clock_hz())
                         * 1000.0,
                 })
             }
@@ -282,15 +272,10 @@ impl Session {
 
     /// When the stack or the media side next needs time to pass.
     pub fn poll_timeout(&mut self) -> Option<Instant> {
-        let protocol = self
-            .engine
-            .poll_timeout()
-            .map(|ms| self.created + Duration::from_millis(ms));
         [
             self.pc.poll_timeout(),
-            self.media.poll_timeout(),
+            self.call.poll_timeout(),
             self.close_at,
-            protocol,
         ]
         .into_iter()
         .flatten()
@@ -306,7 +291,7 @@ impl Session {
             return;
         }
         self.end_grace = grace;
-        self.engine.expire();
+        self.call.expire(now);
         self.drive(now);
     }
 
@@ -331,33 +316,30 @@ impl Session {
         if let Err(e) = self.pc.handle_timeout(now) {
             log::debug!("{}: handle_timeout: {e}", self.call_id);
         }
-        self.media.on_timeout(now, self.engine.conversation());
-        self.tick(now);
-        self.engine.on_timeout();
+        self.call.on_timeout(now);
     }
 
     pub fn take_jobs(&mut self) -> Vec<Job> {
-        std::mem::take(&mut self.jobs)
+        self.call.take_jobs()
     }
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
-        self.media
-            .on_job_done(now, done, self.engine.conversation());
+        self.call.on_job_done(now, done);
         self.drive(now);
     }
 
     /// This call's event log, read while the call is live.
-    pub fn event_log(&self) -> &EventLog {
-        &self.events
+    pub fn event_log(&self) -> Option<&EventLog> {
+        self.call.event_log()
     }
 
     /// The event log, taken when the call ends so it outlives the session.
-    pub fn take_event_log(&mut self) -> EventLog {
-        std::mem::replace(&mut self.events, EventLog::new(self.created, 0))
+    pub fn take_event_log(&mut self) -> Option<EventLog> {
+        self.call.take_event_log()
     }
 
     pub fn timings(&self) -> VoiceTimings {
-        self.media.timings()
+        self.call.timings()
     }
 
     /// Processes everything the last input made ready. Errors from the stack are logged, not
@@ -367,7 +349,6 @@ impl Session {
         if self.inject_panic {
             panic!("injected fault in call {}", self.call_id);
         }
-        self.tick(now);
         loop {
             let mut progressed = false;
             while let Some(ev) = self.pc.poll_event() {
@@ -378,35 +359,18 @@ impl Session {
                 progressed = true;
                 self.on_message(now, msg.message);
             }
-            while let Some(action) = self.engine.poll_action() {
+            while let Some(output) = self.call.poll_output(now) {
                 progressed = true;
-                if action == Action::EndCall {
-                    // The session expired (the fault, or a script's step): closed once the
-                    // events before it have had time to arrive.
-                    self.expired = true;
-                    self.close_at.get_or_insert(now + self.end_grace);
-                    continue;
+                match output {
+                    CallOutput::Audio { payload, ticks } => self.send_audio(now, payload, ticks),
+                    CallOutput::Event(frame) => self.send_event(now, frame),
+                    CallOutput::End => {
+                        // The session expired (the fault, or a script's step): closed once the
+                        // events before it have had time to arrive.
+                        self.expired = true;
+                        self.close_at.get_or_insert(now + self.end_grace);
+                    }
                 }
-                if let Some(job) = self
-                    .media
-                    .on_action(now, action, self.engine.conversation())
-                {
-                    self.jobs.push(job);
-                }
-            }
-            while let Some((payload, samples)) =
-                self.media.next_audio(now, self.engine.conversation())
-            {
-                progressed = true;
-                self.send_audio(now, payload, samples);
-            }
-            let mut frames = Vec::new();
-            while let Some(f) = self.engine.poll_frame() {
-                frames.push(f);
-            }
-            if !frames.is_empty() {
-                progressed = true;
-                self.send_events(now, frames);
             }
             if !progressed {
                 break;
@@ -443,7 +407,7 @@ impl Session {
                 let label = self.pc.data_channel(id).map(|dc| dc.label().to_owned());
                 if label.as_deref() == Some(EVENTS_CHANNEL) {
                     self.events_channel = Some(id);
-                    self.engine.on_channel_open();
+                    self.call.on_channel_open();
                 } else {
                     log::debug!("{}: ignoring data channel {label:?}", self.call_id);
                 }
@@ -474,20 +438,11 @@ impl Session {
             RTCMessage::RtpPacket(_, pkt) => {
                 self.last_heard = now;
                 self.counters.audio_frames_in += 1;
-                let at = self.session_ms(now);
-                if let Some(r) = &mut self.recorder {
-                    r.caller(at, &pkt.payload);
-                }
-                if !self.engine.hears_input() {
-                    // Live's input mute: the model hears nothing, as if the caller were silent.
-                    return;
-                }
-                self.media.on_rtp(
+                self.call.on_rtp(
                     now,
                     &pkt.payload,
                     pkt.header.timestamp,
                     pkt.header.sequence_number,
-                    self.engine.conversation(),
                 );
             }
             RTCMessage::DataChannelMessage(id, msg) if Some(id) == self.events_channel => {
@@ -497,76 +452,50 @@ impl Session {
                     return;
                 }
                 let text = String::from_utf8_lossy(&msg.data);
-                self.on_client_text(now, &text, EventSource::DataChannel);
+                self.call
+                    .on_client_text(now, &text, EventSource::DataChannel);
             }
             _ => {}
         }
     }
 
-    /// A client event from the data channel or a sideband: one conversation, whoever sends.
-    fn on_client_text(&mut self, now: Instant, text: &str, origin: EventSource) {
-        self.events.record_client(now, text);
-        self.tick(now);
-        self.engine.on_client_text(text, origin);
-        self.media.configure(self.engine.conversation());
-    }
-
-    /// Attaches a sideband (see [`super::sideband`]); `None` when the call has as many as it
-    /// takes. The sideband's first frame is a `session.created` with the session as it is now.
+    /// Attaches a sideband (see [`crate::call::sideband`]); `None` when the call has as many
+    /// as it takes. The sideband's first frame is a `session.created` with the session as it is now.
     pub fn attach_sideband(
         &mut self,
         out: tokio::sync::mpsc::Sender<String>,
-    ) -> Option<super::sideband::SidebandId> {
-        let welcome = self.engine.welcome_frame();
-        self.sidebands.attach(out, welcome)
+    ) -> Option<SidebandId> {
+        self.call.attach_sideband(out)
     }
 
-    pub fn detach_sideband(&mut self, id: super::sideband::SidebandId) {
-        self.sidebands.detach(id);
+    pub fn detach_sideband(&mut self, id: SidebandId) {
+        self.call.detach_sideband(id);
     }
 
     /// A client event from a sideband.
     pub fn on_sideband_text(&mut self, now: Instant, text: &str) {
         self.last_heard = now;
-        self.on_client_text(now, text, EventSource::Sideband);
-    }
-
-    /// The engine's session clock: ms since the call was created.
-    fn tick(&mut self, now: Instant) {
-        let ms = self.session_ms(now);
-        self.engine.tick(ms);
-    }
-
-    fn session_ms(&self, now: Instant) -> u64 {
-        now.saturating_duration_since(self.created).as_millis() as u64
+        self.call.on_client_text(now, text, EventSource::Sideband);
     }
 
     /// The recording as a WAV file, when the session was stored; taken when the call ends.
     pub fn take_recording(&mut self) -> Option<Vec<u8>> {
-        self.recorder
-            .take()
-            .map(super::recording::Recorder::into_wav)
+        self.call.take_recording()
     }
 
-    /// Every server event goes to the data channel and to each sideband.
-    fn send_events(&mut self, now: Instant, frames: Vec<String>) {
-        for f in &frames {
-            self.events.record_server(now, f);
-            self.sidebands.send(&self.call_id, f);
-        }
+    /// A server event for `oai-events` (the call has logged it and sent it to the sidebands).
+    fn send_event(&mut self, now: Instant, frame: String) {
         let Some(id) = self.events_channel else {
             return;
         };
+        if !self.call.channel_receives(&frame) {
+            return;
+        }
         let Some(mut dc) = self.pc.data_channel(id) else {
             return;
         };
-        for f in frames {
-            if !self.engine.data_channel_receives(&f) {
-                continue;
-            }
-            if let Err(e) = dc.send_text(now, f) {
-                log::warn!("{}: data channel send failed: {e}", self.call_id);
-            }
+        if let Err(e) = dc.send_text(now, frame) {
+            log::warn!("{}: data channel send failed: {e}", self.call_id);
         }
     }
 
@@ -574,14 +503,10 @@ impl Session {
     /// the timestamp.
     fn send_audio(&mut self, now: Instant, payload: Bytes, samples: u32) {
         self.first_audio_at.get_or_insert(now);
-        let at = self.session_ms(now);
-        if let Some(r) = &mut self.recorder {
-            r.model(at, &payload);
-        }
         if self.state != SessionState::Connected {
             return;
         }
-        let mime = self.media.codec().mime_type();
+        let mime = self.call.codec().mime_type();
         let Some(mut sender) = self.pc.rtp_sender(self.audio_sender) else {
             return;
         };

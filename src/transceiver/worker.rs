@@ -12,9 +12,9 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use super::admission::{Saturation, SharedLoad, Window};
 use super::endpoint::{CallJob, Endpoint};
 use super::mailbox::{Inbox, Mailbox};
-use super::media::JobDone;
 use super::transmit::Transmit;
 use super::{TransceiverConfig, WorkerMessage};
+use crate::call::media::JobDone;
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
@@ -51,8 +51,8 @@ pub(super) struct WorkerParts {
     /// table of in-process link addresses and this worker's own queue in it.
     pub local: Option<(Arc<LocalLinks>, LocalInbox)>,
     /// The transceiver's store of ended calls' event logs.
-    pub ended_logs: super::event_log::SharedEndedLogs,
-    pub recordings: super::recording::SharedRecordings,
+    pub ended_logs: crate::call::event_log::SharedEndedLogs,
+    pub recordings: crate::call::recording::SharedRecordings,
 }
 
 pub(super) struct Worker {

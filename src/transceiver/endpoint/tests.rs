@@ -653,7 +653,7 @@ fn closing_the_endpoint_tells_every_client_at_once() {
 #[test]
 fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() {
     use crate::audio::tts::{self, CancelToken, Synth};
-    use crate::transceiver::media::{JobDone, JobFailure, JobOutput, Work};
+    use crate::call::media::{JobDone, JobFailure, JobOutput, Work};
     use serde_json::json;
 
     let mut net = Net::new();
@@ -1038,7 +1038,7 @@ fn per_datagram_cost() {
 /// and gone from it after its time.
 #[test]
 fn a_call_log_is_read_live_and_kept_after_the_call_ends() {
-    use crate::transceiver::event_log::{ENDED_TTL, read_ended};
+    use crate::call::event_log::{ENDED_TTL, read_ended};
     let lines = |s: &str| -> Vec<serde_json::Value> {
         s.lines()
             .map(|l| serde_json::from_str(l).unwrap())

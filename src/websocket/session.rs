@@ -2,25 +2,24 @@
 //! passed in. No socket, task or clock: [`super::host`] drives it, and tests drive it in
 //! virtual time.
 //!
-//! It is the call's [`Engine`] and [`Media`] without the peer connection: appended audio
-//! (base64 in `input_audio_buffer.append`, or Live's `session.input_audio.append`, in the
-//! session's input format) is cut into 20 ms frames and fed to the media side as if it were
-//! RTP, and the frames the media side would send as RTP become `response.output_audio.delta`
-//! (Live: `session.output_audio.delta`) events, at the pace of real playback. A Live session
-//! starts with the client's `session.start` ([`WsSession::start_live`]).
+//! It is a [`Call`] on [`crate::call::AudioPath::Events`]: appended audio (base64 in
+//! `input_audio_buffer.append`, or Live's `session.input_audio.append`, in the session's input
+//! format) goes to the media side in 20 ms frames, and the frames the media side makes come back
+//! as `response.output_audio.delta` (Live: `session.output_audio.delta`) events, at the pace of
+//! real playback. What is left here is how a WebSocket session starts: at once for Realtime,
+//! from the client's `session.start` for Live ([`WsSession::start_live`]).
 
+use std::collections::VecDeque;
 use std::time::Instant;
 
-use base64::Engine as _;
 use serde::Deserialize;
 
-use super::framer::Framer;
-use crate::audio::Codec;
-use crate::live::{LiveSession, config::check_start};
+use crate::call::engine::Engine;
+use crate::call::media::{Job, JobDone};
+use crate::call::{Call, CallOutput};
+use crate::live::{EventSource, LiveSession, config::check_start};
 use crate::model::ModelKind;
-use crate::realtime::{Action, ClientError, Conversation, Transport};
-use crate::transceiver::engine::Engine;
-use crate::transceiver::media::{Job, JobDone, Media};
+use crate::realtime::{ClientError, Conversation, Transport};
 
 /// What a WebSocket is opened for (`?model=`, `?intent=transcription`, or a Live session,
 /// whose config comes in its first message).
@@ -34,27 +33,11 @@ pub enum SessionRequest {
 
 pub struct WsSession {
     pub id: String,
-    engine: Engine,
-    /// The session's time zero (its first input), for Live's timeline.
-    epoch: Option<Instant>,
-    media: Media,
-    framer: Framer,
-    /// Input time in the input codec's ticks: the "RTP timestamp" of the next frame.
-    input_ticks: u32,
-    input_seq: u16,
-    jobs: Vec<Job>,
+    call: Call,
+    /// Server events the last input produced, in order.
+    outbox: VecDeque<String>,
     /// The session ended itself (it expired); close once its last events are out.
     ended: bool,
-}
-
-/// What the session reads of a client event before the engine sees it: its type, and an
-/// append's audio.
-#[derive(Deserialize)]
-struct Peek<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    #[serde(borrow)]
-    audio: Option<std::borrow::Cow<'a, str>>,
 }
 
 impl WsSession {
@@ -71,9 +54,10 @@ impl WsSession {
             conv.set_transcription_only();
         }
         conv.set_expires_at(expires_at_unix);
-        let mut engine = Engine::Realtime(Box::new(conv));
-        engine.on_channel_open();
-        WsSession::with_engine(id, engine)
+        let mut session = WsSession::with_engine(id, Engine::Realtime(Box::new(conv)));
+        session.call.on_channel_open();
+        session.pump(Instant::now());
+        session
     }
 
     /// A Live session from the client's first message, which must be `session.start` with a
@@ -101,120 +85,61 @@ impl WsSession {
             Transport::WebSocket,
         );
         live.start(client_event_id.as_deref());
-        Ok(WsSession::with_engine(id, Engine::Live(Box::new(live))))
+        let mut session = WsSession::with_engine(id, Engine::Live(Box::new(live)));
+        session.pump(Instant::now());
+        Ok(session)
     }
 
-    fn with_engine(id: String, mut engine: Engine) -> WsSession {
-        let conv = engine.conversation();
-        let (input, output) = formats(conv);
-        let mut media = Media::for_stream(&conv.model_kind(), input, output);
-        media.configure(conv);
+    fn with_engine(id: String, engine: Engine) -> WsSession {
         WsSession {
+            call: Call::stream(id.clone(), engine),
             id,
-            engine,
-            epoch: None,
-            media,
-            framer: Framer::new(input),
-            input_ticks: 0,
-            input_seq: 0,
-            jobs: Vec::new(),
+            outbox: VecDeque::new(),
             ended: false,
         }
     }
 
     /// One text frame from the client.
     pub fn on_client_text(&mut self, now: Instant, text: &str) {
-        self.tick(now);
-        let peek = serde_json::from_str::<Peek>(text).ok();
-        let updates_session = peek.as_ref().is_some_and(|p| p.kind == "session.update");
-        let audio = match peek {
-            Some(Peek {
-                kind,
-                audio: Some(b64),
-            }) if kind == self.engine.append_event() && self.engine.hears_input() => {
-                base64::engine::general_purpose::STANDARD
-                    .decode(b64.as_bytes())
-                    .ok()
-            }
-            _ => None,
-        };
-        // The engine checks and answers the event (an `error` for bad base64) either way.
-        self.engine
-            .on_client_text(text, crate::live::EventSource::DataChannel);
-        if let Some(audio) = audio {
-            let ticks = self.media.codec().frame_ticks();
-            for frame in self.framer.push(&audio) {
-                self.media.on_rtp(
-                    now,
-                    &frame,
-                    self.input_ticks,
-                    self.input_seq,
-                    self.engine.conversation(),
-                );
-                self.input_ticks = self.input_ticks.wrapping_add(ticks);
-                self.input_seq = self.input_seq.wrapping_add(1);
-            }
-        }
-        // Only an update changes the formats, the model or turn detection: appends, the
-        // stream's bulk, skip the config lookups.
-        if updates_session {
-            self.follow_formats();
-            self.media.configure(self.engine.conversation());
-        }
-        self.drive(now);
-    }
-
-    /// A `session.update` that changes a format changes the codecs. Audio buffered in the old
-    /// input format is dropped: it cannot be read in the new one.
-    fn follow_formats(&mut self) {
-        let conv = self.engine.conversation();
-        let (input, output) = formats(conv);
-        if (input, output) != (self.media.codec(), self.media.output_codec()) {
-            self.media = Media::for_stream(&conv.model_kind(), input, output);
-            self.framer = Framer::new(input);
-        }
+        self.call
+            .on_client_text(now, text, EventSource::DataChannel);
+        self.pump(now);
     }
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
-        self.tick(now);
-        self.media
-            .on_job_done(now, done, self.engine.conversation());
-        self.drive(now);
+        self.call.on_job_done(now, done);
+        self.pump(now);
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
-        self.tick(now);
-        self.media.on_timeout(now, self.engine.conversation());
-        self.engine.on_timeout();
-        self.drive(now);
+        self.call.on_timeout(now);
+        self.pump(now);
     }
 
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let protocol = match (self.engine.poll_timeout(), self.epoch) {
-            (Some(ms), Some(epoch)) => Some(epoch + std::time::Duration::from_millis(ms)),
-            _ => None,
-        };
-        [self.media.poll_timeout(), protocol]
-            .into_iter()
-            .flatten()
-            .min()
+        self.call.poll_timeout()
     }
 
     /// The next server event to send.
     pub fn poll_frame(&mut self) -> Option<String> {
-        self.engine.poll_frame()
+        self.outbox.pop_front()
     }
 
-    /// The engine's session clock: ms since the session's first input.
-    fn tick(&mut self, now: Instant) {
-        let epoch = *self.epoch.get_or_insert(now);
-        self.engine
-            .tick(now.saturating_duration_since(epoch).as_millis() as u64);
+    /// Runs the call's pump to the end of what the last input made ready.
+    fn pump(&mut self, now: Instant) {
+        while let Some(output) = self.call.poll_output(now) {
+            match output {
+                CallOutput::Event(frame) => self.outbox.push_back(frame),
+                CallOutput::End => self.ended = true,
+                // Audio travels inside the events on a WebSocket.
+                CallOutput::Audio { .. } => debug_assert!(false, "RTP audio from a stream call"),
+            }
+        }
     }
 
     /// Slow work to run off this thread; results come back through [`Self::on_job_done`].
     pub fn take_jobs(&mut self) -> Vec<Job> {
-        std::mem::take(&mut self.jobs)
+        self.call.take_jobs()
     }
 
     /// The session has ended itself; the host closes the socket once the frames are out.
@@ -225,53 +150,9 @@ impl WsSession {
     /// The session expires as a call does: the `error` event (Live: `session.closed`), then
     /// the socket closes.
     pub fn expire(&mut self, now: Instant) {
-        self.tick(now);
-        self.engine.expire();
-        self.drive(now);
+        self.call.expire(now);
+        self.pump(now);
     }
-
-    fn drive(&mut self, now: Instant) {
-        loop {
-            let mut progressed = false;
-            while let Some(action) = self.engine.poll_action() {
-                progressed = true;
-                if action == Action::EndCall {
-                    self.ended = true;
-                    continue;
-                }
-                if action == Action::ClearInput {
-                    self.framer.clear();
-                }
-                if let Some(job) = self
-                    .media
-                    .on_action(now, action, self.engine.conversation())
-                {
-                    self.jobs.push(job);
-                }
-            }
-            while let Some((payload, _ticks)) =
-                self.media.next_audio(now, self.engine.conversation())
-            {
-                progressed = true;
-                self.engine.conversation().on_audio_out(&payload);
-            }
-            if !progressed {
-                break;
-            }
-        }
-    }
-}
-
-/// The session's input and output codecs, from its formats.
-fn formats(conv: &Conversation) -> (Codec, Codec) {
-    let audio = &conv.config()["audio"];
-    let codec = |dir: &str| {
-        audio[dir]["format"]["type"]
-            .as_str()
-            .and_then(Codec::from_realtime_format)
-            .unwrap_or(Codec::Pcm24)
-    };
-    (codec("input"), codec("output"))
 }
 
 #[cfg(test)]
@@ -279,6 +160,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use base64::Engine as _;
     use serde_json::{Value, json};
 
     fn speech_24k() -> Vec<u8> {

@@ -11,7 +11,7 @@
 use tokio::sync::mpsc::Sender;
 use tokio::sync::mpsc::error::TrySendError;
 
-use super::websocket::STREAM_CAPACITY;
+use super::event_stream::STREAM_CAPACITY;
 
 /// Sidebands one call takes at once; one more is refused.
 pub const MAX_SIDEBANDS: usize = 4;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 
 use super::{EventStream, STREAM_CAPACITY, SessionRequest, WsSession};
-use crate::transceiver::media::JobDone;
+use crate::call::media::JobDone;
 
 /// The real service closes a session after 60 minutes; so does this one.
 const MAX_SESSION: Duration = crate::realtime::session_limits::MAX_SESSION_DURATION;

@@ -1,0 +1,462 @@
+//! A call apart from its transport: the protocol engine, the media side, the slow jobs, the
+//! event log, the sidebands and the recording, and the one pump that moves work between them.
+//!
+//! Two transports host a [`Call`]. A WebRTC session on a transceiver worker
+//! (`transceiver::session`) feeds it decrypted RTP and `oai-events` messages and sends what it
+//! yields as RTP and data-channel messages; a WebSocket session ([`crate::websocket`]) feeds it
+//! text frames and sends back text frames, with the audio inside them. Everything a call does
+//! whichever way it arrived (turns, barge-in, tool calls, expiry, what is logged and recorded)
+//! is written here once, so a third transport is a host of this type, not a copy of the pump.
+//!
+//! Like the engines below it, a call owns no socket, task or clock: its host passes the time
+//! in, runs the [`Job`]s it hands out and drains [`Call::poll_output`].
+
+pub mod engine;
+pub mod event_log;
+pub mod event_stream;
+mod framer;
+pub mod media;
+pub mod recording;
+pub mod sideband;
+
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::Deserialize;
+
+use crate::audio::Codec;
+use crate::live::EventSource;
+use crate::realtime::{Action, Conversation};
+use engine::Engine;
+use event_log::EventLog;
+use framer::Framer;
+use media::{Job, JobDone, Media, VoiceTimings};
+use recording::Recorder;
+use sideband::{SidebandId, Sidebands};
+
+/// How the call's audio travels, which decides where its formats come from and what becomes
+/// of the frames the media side makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AudioPath {
+    /// Beside the events, as RTP (WebRTC): one codec, the one the SDP answer chose; the host
+    /// sends each frame ([`CallOutput::Audio`]).
+    Rtp,
+    /// Inside the events (a WebSocket): appended base64 in, `*.output_audio.delta` out, in the
+    /// formats the session names, which a `session.update` may change.
+    Events,
+}
+
+/// What a call hands its host to do, in the order it must happen.
+#[derive(Debug, PartialEq)]
+pub enum CallOutput {
+    /// One frame of the call's codec to send now; `ticks` is its duration in that codec's
+    /// clock (the RTP timestamp step). Only on [`AudioPath::Rtp`].
+    Audio { payload: Bytes, ticks: u32 },
+    /// A server event for the client's own channel. It is already in the event log and on
+    /// every sideband.
+    Event(String),
+    /// The conversation ended the call (it expired, a script hung up, Live's `session.close`):
+    /// close it once every event this pump yields has reached the client. Actions come out
+    /// first, so this may precede the events that explain it.
+    End,
+}
+
+pub struct Call {
+    id: String,
+    engine: Engine,
+    media: Media,
+    path: AudioPath,
+    /// Appended audio not yet a whole frame ([`AudioPath::Events`] only).
+    framer: Option<Framer>,
+    /// The input clock for appended audio: the timestamp and sequence number the next frame
+    /// would carry if it were RTP, which is what the media side and frame-level models order by.
+    input_ticks: u32,
+    input_seq: u16,
+    /// The session's time zero, for Live's timeline: the call's creation on WebRTC, the first
+    /// input on a WebSocket.
+    epoch: Option<Instant>,
+    jobs: Vec<Job>,
+    /// Every event both ways (see [`event_log`]); off for WebSocket sessions, which have no
+    /// route to read it and whose audio deltas would fill it.
+    events: Option<EventLog>,
+    sidebands: Sidebands,
+    /// Both directions' audio, for a Live session started with `store: true`.
+    recorder: Option<Recorder>,
+}
+
+/// What the call reads of a client event before the engine sees it: its type, and an
+/// append's audio.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    #[serde(borrow)]
+    audio: Option<std::borrow::Cow<'a, str>>,
+}
+
+impl Call {
+    /// A WebRTC call created at `now`, its audio in `codec` (the answer's).
+    pub fn rtp(id: String, now: Instant, mut engine: Engine, codec: Codec) -> Call {
+        let media = Media::for_model(&engine.conversation().model_kind(), codec);
+        let mut call = Call::with(id, engine, media, AudioPath::Rtp);
+        call.epoch = Some(now);
+        call.events = Some(EventLog::starting(now));
+        call
+    }
+
+    /// A WebSocket session: formats from the session config, audio inside the events.
+    pub fn stream(id: String, mut engine: Engine) -> Call {
+        let conv = engine.conversation();
+        let (input, output) = formats(conv);
+        let mut media = Media::for_stream(&conv.model_kind(), input, output);
+        media.configure(conv);
+        let mut call = Call::with(id, engine, media, AudioPath::Events);
+        call.framer = Some(Framer::new(input));
+        call
+    }
+
+    fn with(id: String, engine: Engine, media: Media, path: AudioPath) -> Call {
+        Call {
+            id,
+            engine,
+            media,
+            path,
+            framer: None,
+            input_ticks: 0,
+            input_seq: 0,
+            epoch: None,
+            jobs: Vec::new(),
+            events: None,
+            sidebands: Sidebands::default(),
+            recorder: None,
+        }
+    }
+
+    /// Keeps both directions' audio from now on, as decoded 24 kHz PCM (see [`recording`]).
+    pub fn start_recording(&mut self) {
+        let (input, output) = (self.media.codec(), self.media.output_codec());
+        self.recorder = Some(Recorder::new(input, output));
+    }
+
+    /// The client's channel for events is open (`oai-events`, or the socket itself).
+    pub fn on_channel_open(&mut self) {
+        self.engine.on_channel_open();
+    }
+
+    /// A client event, from the client's own channel or a sideband: one conversation, whoever
+    /// sends. On [`AudioPath::Events`] an append's audio goes on to the media side here.
+    pub fn on_client_text(&mut self, now: Instant, text: &str, origin: EventSource) {
+        if let Some(log) = &mut self.events {
+            log.record_client(now, text);
+        }
+        self.tick(now);
+        let peek = serde_json::from_str::<Peek>(text).ok();
+        let kind = peek.as_ref().map_or("", |p| p.kind);
+        let appends = kind == self.engine.append_event();
+        let audio = match (&peek, self.path) {
+            (
+                Some(Peek {
+                    audio: Some(b64), ..
+                }),
+                AudioPath::Events,
+            ) if appends && self.engine.hears_input() => base64::engine::general_purpose::STANDARD
+                .decode(b64.as_bytes())
+                .ok(),
+            _ => None,
+        };
+        let updates_session = kind == "session.update";
+        // The engine checks and answers the event (an `error` for bad base64) either way.
+        self.engine.on_client_text(text, origin);
+        if let (Some(audio), Some(framer)) = (audio, &mut self.framer) {
+            let ticks = self.media.codec().frame_ticks();
+            for frame in framer.push(&audio) {
+                let (ts, seq) = (self.input_ticks, self.input_seq);
+                self.media
+                    .on_rtp(now, &frame, ts, seq, self.engine.conversation());
+                self.input_ticks = self.input_ticks.wrapping_add(ticks);
+                self.input_seq = self.input_seq.wrapping_add(1);
+            }
+        }
+        if updates_session && self.path == AudioPath::Events {
+            self.follow_formats();
+        }
+        // Appends, a stream's bulk, change nothing the media side follows.
+        if !appends {
+            self.media.configure(self.engine.conversation());
+        }
+    }
+
+    /// A session's formats changed: new codecs. Audio buffered in the old input format is
+    /// dropped, since it cannot be read in the new one.
+    fn follow_formats(&mut self) {
+        let conv = self.engine.conversation();
+        let (input, output) = formats(conv);
+        if (input, output) != (self.media.codec(), self.media.output_codec()) {
+            self.media = Media::for_stream(&conv.model_kind(), input, output);
+            self.framer = Some(Framer::new(input));
+        }
+    }
+
+    /// One decrypted RTP packet of the caller's audio.
+    pub fn on_rtp(&mut self, now: Instant, payload: &Bytes, rtp_ts: u32, seq: u16) {
+        let at = self.session_ms(now);
+        if let Some(r) = &mut self.recorder {
+            r.caller(at, payload);
+        }
+        if !self.engine.hears_input() {
+            // Live's input mute: the model hears nothing, as if the caller were silent.
+            return;
+        }
+        self.media
+            .on_rtp(now, payload, rtp_ts, seq, self.engine.conversation());
+    }
+
+    pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
+        self.tick(now);
+        self.media
+            .on_job_done(now, done, self.engine.conversation());
+    }
+
+    /// Time has passed to [`Self::poll_timeout`] (or beyond; only what is due happens).
+    pub fn on_timeout(&mut self, now: Instant) {
+        self.tick(now);
+        self.media.on_timeout(now, self.engine.conversation());
+        self.engine.on_timeout();
+    }
+
+    /// When the media side or the protocol next needs time to pass.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let protocol = match (self.engine.poll_timeout(), self.epoch) {
+            (Some(ms), Some(epoch)) => Some(epoch + Duration::from_millis(ms)),
+            _ => None,
+        };
+        [self.media.poll_timeout(), protocol]
+            .into_iter()
+            .flatten()
+            .min()
+    }
+
+    /// The session hit its maximum duration: the Realtime `error` (Live: `session.closed`),
+    /// then [`CallOutput::End`].
+    pub fn expire(&mut self, now: Instant) {
+        self.tick(now);
+        self.engine.expire();
+    }
+
+    /// The pump: the engine's actions to the media side, the media side's frames out (or into
+    /// delta events), the engine's events out, until nothing is left. Actions go first, so a
+    /// frame is never sent for a response the engine has already stopped.
+    pub fn poll_output(&mut self, now: Instant) -> Option<CallOutput> {
+        // Only an input starts the clock (see `epoch`).
+        if self.epoch.is_some() {
+            self.tick(now);
+        }
+        loop {
+            if let Some(action) = self.engine.poll_action() {
+                if action == Action::EndCall {
+                    return Some(CallOutput::End);
+                }
+                if action == Action::ClearInput
+                    && let Some(framer) = &mut self.framer
+                {
+                    framer.clear();
+                }
+                if let Some(job) = self
+                    .media
+                    .on_action(now, action, self.engine.conversation())
+                {
+                    self.jobs.push(job);
+                }
+                continue;
+            }
+            if let Some((payload, ticks)) = self.media.next_audio(now, self.engine.conversation()) {
+                let at = self.session_ms(now);
+                if let Some(r) = &mut self.recorder {
+                    r.model(at, &payload);
+                }
+                match self.path {
+                    AudioPath::Rtp => return Some(CallOutput::Audio { payload, ticks }),
+                    AudioPath::Events => {
+                        self.engine.conversation().on_audio_out(&payload);
+                        continue;
+                    }
+                }
+            }
+            let frame = self.engine.poll_frame()?;
+            if let Some(log) = &mut self.events {
+                log.record_server(now, &frame);
+            }
+            self.sidebands.send(&self.id, &frame);
+            return Some(CallOutput::Event(frame));
+        }
+    }
+
+    /// Slow work to run off the host's thread; results come back through [`Self::on_job_done`].
+    pub fn take_jobs(&mut self) -> Vec<Job> {
+        std::mem::take(&mut self.jobs)
+    }
+
+    /// Whether the client's own channel receives this event (Live's frontend permissions);
+    /// sidebands receive every event.
+    pub fn channel_receives(&self, frame: &str) -> bool {
+        self.engine.data_channel_receives(frame)
+    }
+
+    /// Attaches a sideband; `None` when the call has as many as it takes. The sideband's first
+    /// frame is a `session.created` with the session as it is now.
+    pub fn attach_sideband(
+        &mut self,
+        out: tokio::sync::mpsc::Sender<String>,
+    ) -> Option<SidebandId> {
+        let welcome = self.engine.welcome_frame();
+        self.sidebands.attach(out, welcome)
+    }
+
+    pub fn detach_sideband(&mut self, id: SidebandId) {
+        self.sidebands.detach(id);
+    }
+
+    /// The event log, read while the call is live (empty for a WebSocket session).
+    pub fn event_log(&self) -> Option<&EventLog> {
+        self.events.as_ref()
+    }
+
+    /// The event log, taken when the call ends so it outlives the call.
+    pub fn take_event_log(&mut self) -> Option<EventLog> {
+        self.events.take()
+    }
+
+    /// The recording as a WAV file, when there is one; taken when the call ends.
+    pub fn take_recording(&mut self) -> Option<Vec<u8>> {
+        self.recorder.take().map(Recorder::into_wav)
+    }
+
+    /// The codec of the caller's audio.
+    pub fn codec(&self) -> Codec {
+        self.media.codec()
+    }
+
+    pub fn timings(&self) -> VoiceTimings {
+        self.media.timings()
+    }
+
+    /// The engine's session clock: ms since the epoch.
+    fn tick(&mut self, now: Instant) {
+        let epoch = *self.epoch.get_or_insert(now);
+        let ms = now.saturating_duration_since(epoch).as_millis() as u64;
+        self.engine.tick(ms);
+    }
+
+    fn session_ms(&self, now: Instant) -> u64 {
+        self.epoch
+            .map_or(0, |e| now.saturating_duration_since(e).as_millis() as u64)
+    }
+}
+
+/// A stream session's input and output codecs, from its formats.
+fn formats(conv: &Conversation) -> (Codec, Codec) {
+    let audio = &conv.config()["audio"];
+    let codec = |dir: &str| {
+        audio[dir]["format"]["type"]
+            .as_str()
+            .and_then(Codec::from_realtime_format)
+            .unwrap_or(Codec::Pcm24)
+    };
+    (codec("input"), codec("output"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ModelKind;
+    use crate::realtime::Transport;
+    use serde_json::Value;
+
+    fn realtime(model: ModelKind, transport: Transport) -> Engine {
+        let mut conv = Conversation::new("sess_test".into(), &model);
+        conv.set_transport(transport);
+        Engine::Realtime(Box::new(conv))
+    }
+
+    fn drain(call: &mut Call, now: Instant) -> Vec<CallOutput> {
+        std::iter::from_fn(|| call.poll_output(now)).collect()
+    }
+
+    fn event_types(outputs: &[CallOutput]) -> Vec<String> {
+        outputs
+            .iter()
+            .filter_map(|o| match o {
+                CallOutput::Event(f) => {
+                    let v: Value = serde_json::from_str(f).unwrap();
+                    Some(v["type"].as_str().unwrap().to_owned())
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Expiry is the engine's `error` and the end, and the event reaches log and sidebands.
+    #[test]
+    fn expiry_is_the_error_event_then_the_end_and_both_reach_log_and_sideband() {
+        let now = Instant::now();
+        let engine = realtime(ModelKind::Echo, Transport::WebRtc);
+        let mut call = Call::rtp("rtc_test".into(), now, engine, Codec::Opus);
+        call.on_channel_open();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        call.attach_sideband(tx).unwrap();
+        drain(&mut call, now);
+        call.expire(now);
+        let out = drain(&mut call, now);
+        assert_eq!(event_types(&out), ["error"]);
+        assert!(out.contains(&CallOutput::End), "{out:?}");
+        let log = call.event_log().unwrap().render(0);
+        assert!(log.contains("session_expired"), "{log}");
+        let mut sideband = Vec::new();
+        while let Ok(f) = rx.try_recv() {
+            sideband.push(f);
+        }
+        assert!(sideband.iter().any(|f| f.contains("session_expired")));
+    }
+
+    /// The same loopback frame comes back as RTP audio on WebRTC and as a delta event on a
+    /// WebSocket: the transport decides only where the audio goes.
+    #[test]
+    fn audio_is_rtp_on_webrtc_and_delta_events_on_a_websocket() {
+        let now = Instant::now();
+        let frame = Bytes::from(vec![0u8; 960]);
+        let mut rtp = Call::rtp(
+            "rtc_test".into(),
+            now,
+            realtime(ModelKind::Loopback, Transport::WebRtc),
+            Codec::Pcm24,
+        );
+        rtp.on_channel_open();
+        drain(&mut rtp, now);
+        rtp.on_rtp(now, &frame, 0, 0);
+        let out = drain(&mut rtp, now);
+        assert!(
+            out.iter()
+                .any(|o| matches!(o, CallOutput::Audio { payload, .. } if payload.len() == 960)),
+            "{out:?}"
+        );
+
+        let mut ws = Call::stream(
+            "sess_test".into(),
+            realtime(ModelKind::Loopback, Transport::WebSocket),
+        );
+        ws.on_channel_open();
+        drain(&mut ws, now);
+        let b64 = base64::engine::general_purpose::STANDARD.encode(&frame);
+        let append = format!(r#"{{"type":"input_audio_buffer.append","audio":"{b64}"}}"#);
+        ws.on_client_text(now, &append, EventSource::DataChannel);
+        let out = drain(&mut ws, now);
+        assert!(!out.iter().any(|o| matches!(o, CallOutput::Audio { .. })));
+        assert!(
+            event_types(&out).contains(&"response.output_audio.delta".to_owned()),
+            "{:?}",
+            event_types(&out)
+        );
+        assert!(ws.event_log().is_none(), "a WebSocket session keeps no log");
+    }
+}
