@@ -9,6 +9,7 @@
 use serde::{Deserialize, Deserializer};
 use serde_json::{Map, Value};
 
+use crate::live::server_event::{LiveServerEvent, Span};
 use crate::realtime::ClientError;
 use crate::realtime::client_event::fields;
 
@@ -43,11 +44,11 @@ pub enum AppendKind {
 }
 
 impl AppendKind {
-    pub fn acknowledgement(self) -> &'static str {
+    pub fn acknowledgement(self, at: Span) -> LiveServerEvent {
         match self {
-            AppendKind::Instructions => "session.instructions.appended",
-            AppendKind::Thinking => "session.thinking.appended",
-            AppendKind::Commentary => "session.commentary.appended",
+            AppendKind::Instructions => LiveServerEvent::InstructionsAppended(at),
+            AppendKind::Thinking => LiveServerEvent::ThinkingAppended(at),
+            AppendKind::Commentary => LiveServerEvent::CommentaryAppended(at),
         }
     }
 }

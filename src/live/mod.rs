@@ -16,6 +16,7 @@
 
 pub mod client_event;
 pub mod config;
+pub mod server_event;
 mod session;
 
 pub use config::{DelegationTarget, LiveStart};

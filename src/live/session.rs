@@ -16,13 +16,14 @@ mod engine_events;
 
 use std::collections::VecDeque;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::model::ModelKind;
 use crate::realtime::{Action, ClientError, Conversation, RealtimeClientEvent, Transport};
 use delegation::{BackendTurn, Delegation};
 
 use super::config::LiveStart;
+use super::server_event::{LiveError, LiveServerEvent, Usage};
 
 /// Where a client event came from. The frontend's data channel obeys the session's
 /// `client.data_channel` permissions; a sideband (the app's trusted backend) does not.
@@ -161,11 +162,8 @@ impl LiveSession {
         self.started = true;
         self.conv.on_channel_open();
         while self.conv.poll_event().is_some() {}
-        self.emit(
-            "session.started",
-            json!({"session": self.session}),
-            client_event_id,
-        );
+        let session = self.session.clone();
+        self.emit(LiveServerEvent::SessionStarted { session }, client_event_id);
         if let Some(dc) = self.session["client"]["data_channel"].as_object()
             && !dc.is_empty()
         {
@@ -174,11 +172,8 @@ impl LiveSession {
                 describe_permission(&dc.get("allowed_client_events").cloned()),
                 describe_permission(&dc.get("allowed_server_events").cloned()),
             );
-            self.emit(
-                "info",
-                json!({"code": "data_channel_permissions", "message": message}),
-                None,
-            );
+            let code = "data_channel_permissions";
+            self.emit(LiveServerEvent::Info { code, message }, None);
         }
         if std::mem::take(&mut self.answer_history) {
             self.engine_event(RealtimeClientEvent::response_create(None), None);
@@ -188,7 +183,8 @@ impl LiveSession {
 
     /// `session.started` for one more client joining the session (a sideband).
     pub fn welcome_frame(&mut self) -> String {
-        self.make("session.started", json!({"session": self.session}), None)
+        let session = self.session.clone();
+        self.make(&LiveServerEvent::SessionStarted { session }, None)
     }
 
     pub fn poll_frame(&mut self) -> Option<String> {
@@ -224,7 +220,7 @@ impl LiveSession {
         })
     }
 
-    fn close(&mut self, reason: &str, event_id: Option<&str>) {
+    fn close(&mut self, reason: &'static str, event_id: Option<&str>) {
         if self.closed {
             return;
         }
@@ -234,13 +230,20 @@ impl LiveSession {
         if let Some(r) = self.conv.active_response().map(str::to_owned) {
             self.actions.push_back(Action::StopAudio { response_id: r });
         }
-        let body = json!({"reason": reason, "session": self.session, "usage": self.usage()});
-        self.emit("session.closed", body, event_id);
+        let (session, usage) = (self.session.clone(), self.usage());
+        let closed = LiveServerEvent::SessionClosed {
+            reason,
+            session,
+            usage,
+        };
+        self.emit(closed, event_id);
         self.actions.push_back(Action::EndCall);
     }
 
-    fn usage(&self) -> Value {
-        json!({"seconds": self.now_ms as f64 / 1000.0})
+    fn usage(&self) -> Usage {
+        Usage {
+            seconds: self.now_ms as f64 / 1000.0,
+        }
     }
 
     /// Queues `text` for the model to say; an empty text answers in the conversation (a
@@ -271,18 +274,18 @@ impl LiveSession {
     }
 
     fn error(&mut self, e: ClientError, client_event_id: Option<String>) {
-        let body = error_body(e, client_event_id.as_deref());
-        self.emit("error", body, client_event_id.as_deref());
+        let error = LiveError::new(e, client_event_id.as_deref());
+        self.emit(LiveServerEvent::Error { error }, client_event_id.as_deref());
     }
 
-    fn emit(&mut self, kind: &str, body: Value, client_event_id: Option<&str>) {
-        let frame = self.make(kind, body, client_event_id);
+    fn emit(&mut self, event: LiveServerEvent, client_event_id: Option<&str>) {
+        let frame = self.make(&event, client_event_id);
         self.frames.push_back(frame);
     }
 
-    fn make(&mut self, kind: &str, body: Value, client_event_id: Option<&str>) -> String {
+    fn make(&mut self, event: &LiveServerEvent, client_event_id: Option<&str>) -> String {
         self.next_event += 1;
-        frame(kind, self.next_event, body, client_event_id)
+        event.to_frame(self.next_event, client_event_id)
     }
 
     fn new_id(&mut self, prefix: &str) -> String {
@@ -291,37 +294,11 @@ impl LiveSession {
     }
 }
 
-/// One Live server event: `type`, `event_id` (numbered per session), the body's fields, and the
-/// client's `client_event_id` when the event answers one.
-fn frame(kind: &str, n: u64, body: Value, client_event_id: Option<&str>) -> String {
-    let mut frame = Map::new();
-    frame.insert("type".into(), Value::from(kind));
-    frame.insert("event_id".into(), Value::from(format!("event_{n:06}")));
-    if let Value::Object(fields) = body {
-        frame.extend(fields);
-    }
-    if let Some(id) = client_event_id {
-        frame.insert("client_event_id".into(), Value::from(id));
-    }
-    Value::Object(frame).to_string()
-}
-
-/// Live's `error` body: the client's event id as `client_event_id`, inside as well as out.
-fn error_body(e: ClientError, client_event_id: Option<&str>) -> Value {
-    let mut error = json!({"type": e.kind, "code": e.code, "message": e.message});
-    if let Some(p) = e.param {
-        error["param"] = Value::from(p);
-    }
-    if let Some(id) = client_event_id {
-        error["client_event_id"] = Value::from(id);
-    }
-    json!({ "error": error })
-}
-
 /// An `error` frame for a client that has no session yet (a WebSocket before `session.start`).
 pub fn error_frame(e: ClientError, client_event_id: Option<String>) -> String {
-    let body = error_body(e, client_event_id.as_deref());
-    frame("error", 0, body, client_event_id.as_deref())
+    let id = client_event_id.as_deref();
+    let error = LiveError::new(e, id);
+    LiveServerEvent::Error { error }.to_frame(0, id)
 }
 
 fn describe_permission(p: &Option<Value>) -> String {

@@ -7,6 +7,7 @@ use super::delegation::BackendTurn;
 use super::{EventSource, LiveSession};
 use crate::live::client_event::{Append, AppendKind, LiveClientEvent};
 use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
+use crate::live::server_event::{LiveServerEvent, Span};
 use crate::model::ModelKind;
 use crate::realtime::{ClientError, ClientEvent, RealtimeClientEvent, Transport};
 
@@ -53,19 +54,16 @@ impl LiveSession {
                 if delegation_changed {
                     self.configure_engine();
                 }
-                self.emit(
-                    "session.updated",
-                    json!({"session": self.session}),
-                    event_id,
-                );
+                let session = self.session.clone();
+                self.emit(LiveServerEvent::SessionUpdated { session }, event_id);
             }
             E::InputAudioMute => {
                 self.muted = true;
-                self.emit("session.input_audio.muted", json!({}), event_id);
+                self.emit(LiveServerEvent::InputAudioMuted {}, event_id);
             }
             E::InputAudioUnmute => {
                 self.muted = false;
-                self.emit("session.input_audio.unmuted", json!({}), event_id);
+                self.emit(LiveServerEvent::InputAudioUnmuted {}, event_id);
             }
             E::Append(which, append) => self.append(which, append, event_id)?,
             E::ResponseItemCreate { item } => {
@@ -184,22 +182,21 @@ impl LiveSession {
                 }
             }
         };
-        let acked = which.acknowledgement();
-        let at = json!({"start_ms": self.now_ms, "end_ms": self.now_ms});
+        let acked = which.acknowledgement(Span::at(self.now_ms));
         match which {
             AppendKind::Instructions => {
                 let item = json!({"type": "message", "role": "system",
                     "content": [{"type": "input_text", "text": content}]});
                 self.engine_event(RealtimeClientEvent::item_create(item), None);
-                self.emit(acked, at, event_id);
+                self.emit(acked.clone(), event_id);
             }
             AppendKind::Thinking => {
                 self.ack_due = None;
-                self.emit(acked, at, event_id);
+                self.emit(acked.clone(), event_id);
             }
             AppendKind::Commentary => {
                 self.ack_due = None;
-                self.emit(acked, at, event_id);
+                self.emit(acked.clone(), event_id);
                 let in_band = matches!(self.conv.model_kind(), ModelKind::Script(_));
                 match delegation {
                     Some(i) if !self.delegations[i].answered => {

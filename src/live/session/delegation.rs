@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use super::{ACKNOWLEDGEMENT, LiveSession};
 use crate::live::config::DelegationTarget;
+use crate::live::server_event::{DelegationRef, LiveServerEvent};
 
 /// The function the turn engine is given under client delegation: a model's call to it (or,
 /// in a script, to any function) is a delegation to the app.
@@ -47,14 +48,19 @@ impl LiveSession {
             return self.report_call(call, &call_id, None, "");
         }
         let id = self.new_id("del");
-        let mut delegation = json!({"id": id, "target": target.name(), "type": "delegation"});
         let response_id = (target == DelegationTarget::Responses).then(|| self.new_id("resp"));
-        if let Some(r) = &response_id {
-            delegation["response_id"] = Value::from(r.as_str());
-        }
+        let delegation = DelegationRef {
+            id: id.clone(),
+            target: target.name(),
+            kind: "delegation",
+            response_id: response_id.clone(),
+        };
+        let offset_ms = self.now_ms;
         self.emit(
-            "session.delegation.created",
-            json!({"delegation": delegation, "offset_ms": self.now_ms}),
+            LiveServerEvent::DelegationCreated {
+                delegation,
+                offset_ms,
+            },
             None,
         );
         self.delegations.push(Delegation {
@@ -154,9 +160,12 @@ impl LiveSession {
         delegation_id: Option<&str>,
         client_event_id: Option<&str>,
     ) {
+        let delegation_id = delegation_id.map(str::to_owned);
         self.emit(
-            "response.event",
-            json!({"event": event, "delegation_id": delegation_id}),
+            LiveServerEvent::ResponseEvent {
+                event,
+                delegation_id,
+            },
             client_event_id,
         );
     }

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use super::LiveSession;
 use super::delegation::DELEGATE_TOOL;
 use crate::live::config::{self, DelegationTarget};
+use crate::live::server_event::{LiveServerEvent, Span};
 use crate::realtime::server_event::ErrorObject;
 use crate::realtime::{ClientError, RealtimeClientEvent, RealtimeServerEvent};
 
@@ -123,9 +124,15 @@ impl LiveSession {
             }
             E::OutputTranscriptDelta { at, delta } | E::OutputTextDelta { at, delta } => {
                 let words = delta.split_whitespace().count().max(1) as u64;
-                let body = json!({"delta": delta, "start_ms": self.now_ms,
-                                  "end_ms": self.now_ms + words * MS_PER_WORD});
-                self.emit("session.output_transcript.delta", body, None);
+                let span = Span {
+                    start_ms: self.now_ms,
+                    end_ms: self.now_ms + words * MS_PER_WORD,
+                };
+                let delta_event = LiveServerEvent::OutputTranscriptDelta {
+                    delta: delta.clone(),
+                    span,
+                };
+                self.emit(delta_event, None);
                 if let Some(b) = self
                     .backend
                     .as_mut()
@@ -139,7 +146,7 @@ impl LiveSession {
             }
             // On a WebSocket the audio itself travels as events.
             E::OutputAudioDelta { delta, .. } => {
-                self.emit("session.output_audio.delta", json!({"delta": delta}), None);
+                self.emit(LiveServerEvent::OutputAudioDelta { delta }, None);
             }
             E::OutputItemDone(done) if done.item["type"] == "function_call" => {
                 self.delegate(&done.item);
@@ -149,11 +156,8 @@ impl LiveSession {
                 if let Some(b) = self.backend.take_if(|b| b.response_id.as_deref() == id) {
                     self.backend_done(b, &response);
                 }
-                self.emit(
-                    "session.usage.updated",
-                    json!({"usage": self.usage()}),
-                    None,
-                );
+                let usage = self.usage();
+                self.emit(LiveServerEvent::UsageUpdated { usage }, None);
                 self.say_next();
             }
             E::Error { error } => self.engine_error(error),
@@ -175,9 +179,14 @@ impl LiveSession {
         let span = end - start;
         for (i, w) in words.into_iter().enumerate() {
             let i = i as u64;
-            let body = json!({"delta": w, "start_ms": start + span * i / n,
-                              "end_ms": start + span * (i + 1) / n});
-            self.emit("session.input_transcript.delta", body, None);
+            let span = Span {
+                start_ms: start + span * i / n,
+                end_ms: start + span * (i + 1) / n,
+            };
+            self.emit(
+                LiveServerEvent::InputTranscriptDelta { delta: w, span },
+                None,
+            );
         }
     }
 
