@@ -13,11 +13,19 @@ pub struct CallSetup {
     pub model: ModelKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveStart>,
+    /// A Realtime call's starting session, checked by signaling (see
+    /// [`crate::realtime::connect_session`]); `None` starts from the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<serde_json::Value>,
 }
 
 impl From<ModelKind> for CallSetup {
     fn from(model: ModelKind) -> Self {
-        CallSetup { model, live: None }
+        CallSetup {
+            model,
+            live: None,
+            session: None,
+        }
     }
 }
 
@@ -42,6 +50,17 @@ impl Engine {
                 let routing = call_id.split_once('_').map_or(call_id, |(_, r)| r);
                 let mut conv = Conversation::new(format!("sess_{routing}"), &setup.model);
                 conv.set_expires_at(expires_at);
+                if let Some(session) = &setup.session
+                    && let Err(e) = conv.start_session(session)
+                {
+                    // Signaling checked it with the same rules: only a version skew between
+                    // the two gets here, and the defaults are the safe start.
+                    log::warn!(
+                        "{call_id}: starting session refused ({}): {}",
+                        e.code,
+                        e.message
+                    );
+                }
                 Engine::Realtime(Box::new(conv))
             }
         }

@@ -97,6 +97,23 @@ impl Conversation {
     }
 
     fn session_update(&mut self, update: &Value) -> Result<(), ClientError> {
+        self.apply_session(update)?;
+        let session = self.session_object();
+        self.out
+            .emit(RealtimeServerEvent::SessionUpdated { session });
+        Ok(())
+    }
+
+    /// The session a call starts with (an ephemeral key's, a `/calls` request's `session`
+    /// part), applied before `session.created` with the rules of `session.update`, so it is
+    /// in force from the first turn and refused for what an update would be refused for.
+    pub fn start_session(&mut self, session: &Value) -> Result<(), ClientError> {
+        self.apply_session(session)
+    }
+
+    /// A session body over the current config, the model switched if it names another of
+    /// ours; nothing changes on an error.
+    fn apply_session(&mut self, update: &Value) -> Result<(), ClientError> {
         let next = apply_update(&self.config, update, self.audio_produced)?;
         let switch_to = match update["model"].as_str().map(ModelKind::parse) {
             Some(Err(e)) => return Err(ClientError::invalid("session.model", e)),
@@ -113,9 +130,6 @@ impl Conversation {
             self.model = model::build(&kind);
         }
         self.config = next;
-        let session = self.session_object();
-        self.out
-            .emit(RealtimeServerEvent::SessionUpdated { session });
         Ok(())
     }
 

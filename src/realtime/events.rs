@@ -48,7 +48,7 @@ impl Outbox {
 /// An `error` event's contents: mostly a refused client event, whose `event_id` is filled in by
 /// the dispatcher so that every such error echoes the client's id: the SDK releases a pending
 /// `response.create` or history request only when `error.event_id` matches.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientError {
     pub kind: &'static str,
     /// Ours are static; a model's (a script's failure) may be any string.

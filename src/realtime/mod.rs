@@ -24,6 +24,7 @@
 mod audio_out;
 mod client;
 pub mod client_event;
+pub mod connect_session;
 mod events;
 mod expiry;
 mod input;

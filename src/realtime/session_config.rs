@@ -283,6 +283,24 @@ fn validate(cfg: &Value) -> Result<(), ClientError> {
             "an object",
         ));
     }
+    // A tool the model cannot name is no tool: refused as the service refuses it, rather than
+    // accepted and never called.
+    for (i, tool) in tools.iter().enumerate() {
+        let field = |f: &str| format!("session.tools[{i}].{f}");
+        match &tool["type"] {
+            Value::Null => return Err(ClientError::missing(&field("type"))),
+            Value::String(t) if t == "function" => {
+                if tool["name"].is_null() {
+                    return Err(ClientError::missing(&field("name")));
+                }
+                if !tool["name"].is_string() {
+                    return Err(ClientError::wrong_type(&field("name"), "a string"));
+                }
+            }
+            Value::String(_) => {}
+            _ => return Err(ClientError::wrong_type(&field("type"), "a string")),
+        }
+    }
     if !matches!(cfg["parallel_tool_calls"], Value::Null | Value::Bool(_)) {
         return Err(ClientError::wrong_type(
             "session.parallel_tool_calls",

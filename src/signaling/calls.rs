@@ -18,7 +18,7 @@ use super::call_limits::{self, Admit, Slot};
 use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
 use crate::control::TransceiverControl;
 use crate::model::ModelKind;
-use crate::transceiver::{CallCommand, CallError, CallId, CallReply};
+use crate::transceiver::{CallCommand, CallError, CallId, CallReply, CallSetup};
 
 /// The model a call starts with: the call's own session config first, then the key's, then
 /// `?model=`, then echo. A name that is not ours (the SDK's `gpt-realtime-2.1`, as the real
@@ -157,8 +157,12 @@ pub(super) async fn create_call(
         model_of(&key_session).as_deref(),
         q.model.as_deref(),
     ])?;
-
-    let created = place_call(&sig, slot, key.as_deref(), offer, model.into(), q.cluster).await?;
+    let session = starting_session(&model, key_session.as_ref(), session.as_ref())?;
+    let setup = CallSetup {
+        session,
+        ..model.into()
+    };
+    let created = place_call(&sig, slot, key.as_deref(), offer, setup, q.cluster).await?;
     let mut resp = (StatusCode::CREATED, created.answer_sdp.clone()).into_response();
     let h = resp.headers_mut();
     h.insert(
@@ -171,6 +175,22 @@ pub(super) async fn create_call(
         format!("/v1/realtime/calls/{}", created.call_id),
     );
     Ok(resp)
+}
+
+/// A call's starting session: the key's, then the request's own over it, checked as
+/// `session.update`s would be (a `400` naming the field); `None` when neither gave one.
+pub(super) fn starting_session(
+    model: &ModelKind,
+    key_session: Option<&Value>,
+    own: Option<&Value>,
+) -> Result<Option<Value>, ApiError> {
+    let layers: Vec<&Value> = [key_session, own].into_iter().flatten().collect();
+    if layers.is_empty() {
+        return Ok(None);
+    }
+    crate::realtime::connect_session::check(model, &layers)
+        .map(Some)
+        .map_err(ApiError::from_client)
 }
 
 /// A checked offer placed as a new call: the transceiver answers it, the client's slot and the

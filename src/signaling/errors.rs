@@ -41,6 +41,15 @@ impl ApiError {
         }
     }
 
+    /// A refused config (a session's, checked with the engine's own rules), as the service
+    /// reports it over HTTP: a `400` with the engine's code and the parameter's path.
+    pub fn from_client(e: crate::realtime::ClientError) -> Self {
+        let mut err = ApiError::invalid("invalid_value", e.message);
+        err.code = e.code;
+        err.param = e.param;
+        err
+    }
+
     pub fn with_param(mut self, param: impl Into<String>) -> Self {
         self.param = Some(param.into());
         self

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+use crate::model::ModelKind;
 use serde_json::{Value, json};
 
 /// Live ephemeral keys kept at most. A key is minted per client session and lives 10 minutes by
@@ -126,6 +127,8 @@ pub enum MintError {
     Invalid(String),
     /// The session config is larger than [`MAX_SESSION_BYTES`] (a 400): its size.
     SessionTooLarge(usize),
+    /// The session config is refused by the rules of `session.update` (a 400 naming the field).
+    Session(crate::realtime::ClientError),
     /// The key store is full of live keys (a 503); retry after this many seconds.
     Full { retry_after: u64 },
 }
@@ -321,6 +324,10 @@ impl Keys {
         if given > MAX_SESSION_BYTES {
             return Err(MintError::SessionTooLarge(given));
         }
+        // Refused now, as OpenAI refuses it, rather than at the call that would start with it;
+        // the answer shows the session as `session.created` will.
+        let effective = crate::realtime::connect_session::check(&ModelKind::Echo, &[&session])
+            .map_err(MintError::Session)?;
         let expires_at = now + seconds;
         let value = format!("ek_{}", hex::encode(rand::random::<[u8; 16]>()));
         if let Value::Object(o) = &mut session {
@@ -338,9 +345,11 @@ impl Keys {
             session: session.to_string().into(),
             calls: 0,
         };
-        if let Value::Object(o) = &mut session {
-            o.entry("model").or_insert(json!("echo"));
-        }
+        let (id, object) = (session["id"].clone(), session["object"].clone());
+        let mut session = effective;
+        session["id"] = id;
+        session["object"] = object;
+        session["expires_at"] = json!(expires_at);
         self.ephemeral
             .lock()
             .unwrap()
@@ -353,6 +362,24 @@ impl Keys {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_session_refused_by_the_update_rules_is_refused_at_mint_naming_the_field() {
+        let k = Keys::open();
+        let e = k
+            .mint(&json!({"session": {"type": "realtime", "tool_choice": "sometimes"}}))
+            .unwrap_err();
+        let MintError::Session(e) = e else {
+            panic!("{e:?}")
+        };
+        assert_eq!(e.param.as_deref(), Some("session.tool_choice"));
+        let ok = k
+            .mint(&json!({"session": {"type": "realtime", "instructions": "hi"}}))
+            .unwrap();
+        assert_eq!(ok["session"]["instructions"], "hi");
+        assert_eq!(ok["session"]["object"], "realtime.session");
+        assert!(ok["session"]["id"].as_str().unwrap().starts_with("sess_"));
+    }
 
     #[test]
     fn open_by_default_and_minted_keys_carry_their_session() {

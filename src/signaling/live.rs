@@ -18,7 +18,6 @@ use super::calls::{
 use super::websocket::{attach_sideband, key_of, serve_stream, upgrade_required};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
 use crate::live::config::parse_create;
-use crate::realtime::ClientError;
 use crate::transceiver::{CallCommand, CallReply, CallSetup};
 use crate::websocket::SessionRequest;
 
@@ -67,7 +66,7 @@ pub(super) async fn create_session(
         })?;
     let body: Value = serde_json::from_slice(&body)
         .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?;
-    let (start, offer) = parse_create(&body).map_err(config_error)?;
+    let (start, offer) = parse_create(&body).map_err(ApiError::from_client)?;
     check_offer(&offer)?;
     let model = model_for([
         start.session["model"].as_str(),
@@ -82,6 +81,7 @@ pub(super) async fn create_session(
     let setup = CallSetup {
         model,
         live: Some(start),
+        session: None,
     };
     let placed = place_call(&sig, slot, key.as_deref(), offer, setup, None).await?;
     let body = json!({
@@ -164,12 +164,4 @@ pub(super) async fn content(
         .with_status(StatusCode::NOT_FOUND));
     };
     Ok(([(header::CONTENT_TYPE, "audio/wav")], wav).into_response())
-}
-
-/// A refused config, as the service reports it: the code and the parameter's path.
-fn config_error(e: ClientError) -> ApiError {
-    let mut err = ApiError::invalid("invalid_value", e.message);
-    err.code = e.code;
-    err.param = e.param;
-    err
 }

@@ -263,6 +263,7 @@ async fn client_secrets(
     };
     sig.keys.mint(&req).map(Json).map_err(|e| match e {
         keys::MintError::Invalid(m) => ApiError::invalid("invalid_request", m),
+        keys::MintError::Session(e) => ApiError::from_client(e),
         keys::MintError::SessionTooLarge(n) => ApiError::invalid(
             "session_too_large",
             format!(

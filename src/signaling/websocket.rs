@@ -82,9 +82,9 @@ pub(super) async fn realtime(
                     .as_ref()
                     .and_then(|s| s.get("model"))
                     .and_then(Value::as_str);
-                SessionRequest::Realtime {
-                    model: model_for([None, key_model, q.model.as_deref()])?,
-                }
+                let model = model_for([None, key_model, q.model.as_deref()])?;
+                let session = super::calls::starting_session(&model, key_session.as_ref(), None)?;
+                SessionRequest::Realtime { model, session }
             };
             // A session counts against its client's cap (`--max-calls-per-client`) while open.
             let peer = peer.map(|p| p.0.0.ip());

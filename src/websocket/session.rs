@@ -26,7 +26,12 @@ use crate::realtime::{ClientError, Conversation, Transport};
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum SessionRequest {
-    Realtime { model: ModelKind },
+    Realtime {
+        model: ModelKind,
+        /// The starting session, checked by signaling (an ephemeral key's).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<serde_json::Value>,
+    },
     Transcription,
     Live,
 }
@@ -44,12 +49,18 @@ impl WsSession {
     /// A Realtime session. `session.created` is queued at once: on a WebSocket it is the first
     /// thing a client reads.
     pub fn new(id: String, request: &SessionRequest, expires_at_unix: u64) -> WsSession {
-        let model = match request {
-            SessionRequest::Realtime { model } => model.clone(),
-            SessionRequest::Transcription | SessionRequest::Live => ModelKind::Echo,
+        let (model, session) = match request {
+            SessionRequest::Realtime { model, session } => (model.clone(), session.as_ref()),
+            SessionRequest::Transcription | SessionRequest::Live => (ModelKind::Echo, None),
         };
         let mut conv = Conversation::new(id.clone(), &model);
         conv.set_transport(Transport::WebSocket);
+        if let Some(session) = session
+            && let Err(e) = conv.start_session(session)
+        {
+            // Checked by signaling with the same rules; the defaults are the safe start.
+            log::warn!("{id}: starting session refused ({}): {}", e.code, e.message);
+        }
         if *request == SessionRequest::Transcription {
             conv.set_transcription_only();
         }
@@ -239,6 +250,7 @@ mod tests {
     fn echo_over_pcm_comes_back_as_paced_deltas_without_output_buffer_events() {
         let request = SessionRequest::Realtime {
             model: ModelKind::Echo,
+            session: None,
         };
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let speech = speech_24k();
@@ -289,6 +301,7 @@ mod tests {
     fn pcmu_in_and_out() {
         let request = SessionRequest::Realtime {
             model: ModelKind::Echo,
+            session: None,
         };
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let now = Instant::now();
@@ -331,6 +344,7 @@ mod tests {
     fn with_vad_off_a_manual_commit_and_response_create_echo_the_appended_audio() {
         let request = SessionRequest::Realtime {
             model: ModelKind::Echo,
+            session: None,
         };
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let mut now = Instant::now();
@@ -365,6 +379,7 @@ mod tests {
     fn barge_in_cancels_and_leaves_truncation_to_the_client() {
         let request = SessionRequest::Realtime {
             model: ModelKind::Echo,
+            session: None,
         };
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let speech = speech_24k();
@@ -442,6 +457,7 @@ mod tests {
     fn bad_audio_gets_an_error_and_output_buffer_clear_is_webrtc_only() {
         let request = SessionRequest::Realtime {
             model: ModelKind::Echo,
+            session: None,
         };
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let now = Instant::now();

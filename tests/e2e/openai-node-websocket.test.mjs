@@ -15,7 +15,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import OpenAI from 'openai';
 import { OpenAIRealtimeWS } from 'openai/realtime/ws';
-import { SPEECH_WAV, freeTcpPort, serverDiagnostics, startServer } from './harness.mjs';
+import { REPO_ROOT, SPEECH_WAV, freeTcpPort, serverDiagnostics, startServer } from './harness.mjs';
 import { sleep } from './realtime-util.mjs';
 
 const SERVER_KEY = 'sk-voice-edge-e2e-websocket';
@@ -271,6 +271,77 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
     } catch (err) {
       await dump(conn, err);
       throw err;
+    }
+  });
+
+  test('connect-time session: an ek_ key\'s session and calls.create\'s session part are in force from session.created; a bad one is a 400', { timeout: 30_000 }, async () => {
+    let conn = null;
+    let sideband = null;
+    const GET_WEATHER = {
+      type: 'function',
+      name: 'get_weather',
+      description: 'Get the current weather for a city.',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+    };
+    // The app's backend, over plain HTTP with the server key, as OpenAI's guides have it.
+    const backend = new OpenAI({ apiKey: SERVER_KEY, baseURL: new URL('/v1', server.baseUrl).href, maxRetries: 0, timeout: 10_000 });
+    try {
+      const secret = await backend.realtime.clientSecrets.create({
+        session: { type: 'realtime', instructions: 'Answer like a weather bot.', tools: [GET_WEATHER], tool_choice: 'required', audio: { input: { turn_detection: null } } },
+      });
+      assert.match(secret.value, /^ek_/);
+      assert.equal(secret.session.instructions, 'Answer like a weather bot.', 'the mint answers with the effective session');
+      assert.equal(secret.session.audio.output.voice, 'alloy', 'defaults filled in');
+
+      // The browser's side: only the key, never a session.update.
+      conn = await connect(baseURL, secret.value, ca);
+      conns.push(conn);
+      const created = await waitFor(conn, 'session.created', { timeoutMs: 5_000 });
+      assert.equal(created.e.session.instructions, 'Answer like a weather bot.');
+      assert.deepEqual(created.e.session.tools.map((t) => t.name), ['get_weather']);
+      assert.equal(created.e.session.tool_choice, 'required');
+      assert.equal(created.e.session.audio.input.turn_detection, null);
+      conn.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'Weather in Paris?' }] } });
+      conn.rt.send({ type: 'response.create' });
+      const args = await waitFor(conn, 'response.function_call_arguments.done', { timeoutMs: 5_000 });
+      assert.equal(args.e.name, 'get_weather', 'the key\'s tool fires from the first turn');
+      assert.equal(typeof JSON.parse(args.e.arguments).city, 'string', `arguments ${args.e.arguments}`);
+      assert.ok(!conn.events.some((x) => x.e.type === 'session.updated'), 'no session.update was needed');
+
+      // A typo is refused when the key is minted, naming the field, as OpenAI does.
+      await assert.rejects(
+        backend.realtime.clientSecrets.create({ session: { type: 'realtime', instructons: 'typo' } }),
+        (e) => e.status === 400 && e.code === 'unknown_parameter' && e.param === 'session.instructons',
+      );
+
+      // The unified interface: calls.create with a session part (multipart), read back on a sideband.
+      const sdp = fs.readFileSync(path.join(REPO_ROOT, 'fixtures', 'sdp', 'chromium-offer.sdp'), 'utf8');
+      const answer = await backend.realtime.calls.create({ sdp, session: { type: 'realtime', instructions: 'From the call.', tools: [GET_WEATHER] } });
+      assert.equal(answer.status, 201);
+      const callID = answer.headers.get('location').split('/').pop();
+      const wsClient = new OpenAI({ apiKey: SERVER_KEY, baseURL, maxRetries: 0, timeout: 10_000 });
+      const rt = await OpenAIRealtimeWS.create(wsClient, { callID, options: { ca, handshakeTimeout: 5_000 } });
+      sideband = { rt, events: [], errors: [], closed: null };
+      rt.on('event', (e) => sideband.events.push({ t: performance.now(), e }));
+      rt.on('error', (err) => sideband.errors.push(err));
+      rt.socket.on('close', (code, reason) => (sideband.closed = { code, reason: reason.toString() }));
+      const welcome = await waitFor(sideband, 'session.created', { timeoutMs: 5_000 });
+      assert.equal(welcome.e.session.instructions, 'From the call.');
+      assert.deepEqual(welcome.e.session.tools.map((t) => t.name), ['get_weather']);
+      await assert.rejects(
+        backend.realtime.calls.create({ sdp, session: { type: 'realtime', tools: [{ type: 'function' }] } }),
+        (e) => e.status === 400 && typeof e.param === 'string' && e.param.startsWith('session.tools[0]'),
+      );
+      await backend.post(`/realtime/calls/${callID}/hangup`).catch(() => {});
+    } catch (err) {
+      await dump(conn, err);
+      throw err;
+    } finally {
+      try {
+        sideband?.rt.close();
+      } catch {
+        /* already closed */
+      }
     }
   });
 

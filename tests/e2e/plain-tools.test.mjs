@@ -262,4 +262,42 @@ describe('tool calls in the plain WebRTC flow (raw GA events) in headless chromi
       throw err;
     }
   });
+
+  test('an ek_ minted with tools and instructions: session.created carries them and the tool fires with no session.update', { timeout: 30_000 }, async () => {
+    try {
+      if (ctx) await ctx.context.close().catch(() => {});
+      const key = await mintClientSecret(server, {
+        type: 'realtime',
+        instructions: 'You are a weather assistant.',
+        tools: [GET_WEATHER],
+        tool_choice: 'required',
+        audio: { input: { turn_detection: null } },
+      });
+      assert.ok(key.minted, key.note);
+      ctx = await openPage(browser, `${pages.origin}/`);
+      const { page } = ctx;
+      const baseUrl = server.baseUrl.replace(/\/$/, '');
+      const started = await page.evaluate((o) => window.startPlain(o), { baseUrl, key: key.key });
+      assert.equal(started.calls.status, 201);
+      const created = await waitForEvent(page, { type: 'session.created' }, { timeoutMs: 5_000 });
+      const session = created.event.session;
+      assert.equal(session.instructions, 'You are a weather assistant.', 'the key\'s instructions');
+      assert.deepEqual(session.tools.map((t) => t.name), ['get_weather'], 'the key\'s tools');
+      assert.equal(session.tool_choice, 'required');
+      assert.equal(session.audio.input.turn_detection, null, 'the key\'s turn detection (off)');
+
+      await send(page, userText('What is the weather in Paris?'));
+      await send(page, { type: 'response.create' });
+      const resp = await waitForEvent(page, { type: 'response.created' }, { from: created.index, timeoutMs: 5_000 });
+      await waitForEvent(page, { type: 'response.done', 'response.id': resp.event.response.id }, { from: resp.index, timeoutMs: 5_000 });
+      const { events, sent } = await pageEvents(page);
+      const [call] = checkCallResponse(events, resp.event.response.id, ['get_weather']);
+      assert.equal(call.args.city, 'Paris');
+      assert.ok(!sent.some((e) => e.type === 'session.update'), 'the page sent no session.update');
+      assertServerEventShapes(assert, events, 'connect-time session (page)');
+    } catch (err) {
+      await dump(err);
+      throw err;
+    }
+  });
 });
