@@ -196,6 +196,24 @@ impl Conversation {
             .param("item.id"));
         }
         let item = client_item(raw, || self.new_id("item"), &format)?;
+        // As the service does: an output must answer a call the conversation holds, or the
+        // model would be handed an answer to nothing.
+        if item.value["type"] == "function_call_output" {
+            let call_id = &item.value["call_id"];
+            let known = self
+                .items
+                .iter()
+                .any(|i| i.value["type"] == "function_call" && i.value["call_id"] == *call_id);
+            if !known {
+                return Err(ClientError::new(
+                    "invalid_tool_call_id",
+                    format!(
+                        "Tool call ID '{}' not found in conversation.",
+                        call_id.as_str().unwrap_or_default()
+                    ),
+                ));
+            }
+        }
         let value = item.value.clone();
         let previous = self.items.insert_after(previous, item)?;
         let placed = ItemInPlace {

@@ -244,7 +244,18 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
         { type: 'response.function_call_arguments.delta', response_id: 'resp_injected', item_id: itemId, output_index: 0, call_id: callId, delta: '{"city":"Paris",' },
         { type: 'response.function_call_arguments.done', response_id: 'resp_injected', item_id: itemId, output_index: 0, call_id: callId, name: 'get_weather', arguments: '{"city":"Paris","unit":"celsius"}' },
       ];
-      await page.evaluate((evs) => evs.forEach((e) => window.voiceEdge.injectServerEvent(e)), fnCall('call_inj_1', 'item_inj_1'));
+      // The server's conversation holds each call too (an output must answer a call it knows, as on
+      // OpenAI): the page creates it there under the same ids, then injects what a model would send.
+      const inject = async (callId, itemId) => {
+        await page.evaluate(
+          ([call_id, id]) =>
+            window.voiceEdge.send({ type: 'conversation.item.create', item: { id, type: 'function_call', call_id, name: 'get_weather', arguments: '{"city":"Paris","unit":"celsius"}' } }),
+          [callId, itemId],
+        );
+        await page.waitForFunction((id) => window.voiceEdge.log.some((r) => r.dir === 'in' && r.event?.type === 'conversation.item.done' && r.event.item?.id === id), itemId, { timeout: 5_000 });
+        await page.evaluate((evs) => evs.forEach((e) => window.voiceEdge.injectServerEvent(e)), fnCall(callId, itemId));
+      };
+      await inject('call_inj_1', 'item_inj_1');
       await page.waitForSelector('#tool-calls [data-call-id="call_inj_1"]', { timeout: 2_000 });
       const conv0 = await page.evaluate(() => window.voiceEdge.conversation.find((e) => e.callId === 'call_inj_1'));
       assert.equal(conv0?.text, 'get_weather({"city":"Paris","unit":"celsius"})', 'call shown in the conversation');
@@ -264,7 +275,7 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
 
       // Auto-reply: the next call is answered with the prefilled output at once.
       await page.check('#tool-autoreply');
-      await page.evaluate((evs) => evs.forEach((e) => window.voiceEdge.injectServerEvent(e)), fnCall('call_inj_2', 'item_inj_2'));
+      await inject('call_inj_2', 'item_inj_2');
       const second = await page.evaluate(() => window.voiceEdge.toolCalls.find((c) => c.callId === 'call_inj_2'));
       assert.equal(second.replied, true, `auto-replied: ${JSON.stringify(second)}`);
       assert.equal(second.output, '{"temperature_c": 21, "conditions": "sunny"}');

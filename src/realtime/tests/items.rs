@@ -25,11 +25,27 @@ fn create_assigns_ids_and_honours_previous_item_id() {
     let out = h.send(json!({"type": "conversation.item.create", "previous_item_id": "root", "item": user_text("first")}));
     assert!(out[0]["previous_item_id"].is_null());
     let first = out[0]["item"]["id"].as_str().unwrap().to_owned();
-    let out = h.send(json!({"type": "conversation.item.create", "previous_item_id": a, "item": {"type": "function_call_output", "call_id": "c1", "output": "{}"}}));
+    let out = h.send(json!({"type": "conversation.item.create", "previous_item_id": a, "item": {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"}}));
+    let fc = out[0]["item"]["id"].as_str().unwrap().to_owned();
+    let out = h.send(json!({"type": "conversation.item.create", "previous_item_id": fc, "item": {"type": "function_call_output", "call_id": "c1", "output": "{}"}}));
     let fco = out[0]["item"]["id"].as_str().unwrap().to_owned();
     assert_eq!(
         h.c.item_ids(),
-        [first.as_str(), a.as_str(), fco.as_str(), "mine"]
+        [
+            first.as_str(),
+            a.as_str(),
+            fc.as_str(),
+            fco.as_str(),
+            "mine"
+        ]
+    );
+    // An output for a call the conversation does not hold is refused, as the service does.
+    let out = h.send(json!({"type": "conversation.item.create", "item": {"type": "function_call_output", "call_id": "nope", "output": "{}"}}));
+    assert_eq!(types(&out), ["error"]);
+    assert_eq!(out[0]["error"]["code"], "invalid_tool_call_id");
+    assert_eq!(
+        out[0]["error"]["message"],
+        "Tool call ID 'nope' not found in conversation."
     );
     // A client input_audio part gets its transcript key and loses the audio bytes.
     let out = h.send(json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user", "content": [{"type": "input_audio", "audio": "AAAA"}]}}));
