@@ -51,7 +51,7 @@ impl Engine {
                 let mut conv = Conversation::new(format!("sess_{routing}"), &setup.model);
                 conv.set_expires_at(expires_at);
                 if let Some(session) = &setup.session
-                    && let Err(e) = conv.start_session(session)
+                    && let Err(e) = crate::realtime::connect_session::start(&mut conv, &[session])
                 {
                     // Signaling checked it with the same rules: only a version skew between
                     // the two gets here, and the defaults are the safe start.

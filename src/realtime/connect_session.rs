@@ -12,13 +12,28 @@ use crate::model::ModelKind;
 
 /// The effective session of a call that starts with `model` and these layers, in order (each
 /// a `session` object as the client sent it), or the first layer's first refusal, its `param`
-/// naming the field (`session.tools[0].name`).
+/// naming the field (`session.tools[0].name`). The first layer's `type` decides the session's
+/// (`transcription`, else `realtime`); a later layer cannot change it.
 pub fn check(model: &ModelKind, layers: &[&Value]) -> Result<Value, ClientError> {
     let mut conv = Conversation::new("sess_connect".into(), model);
+    start(&mut conv, layers)?;
+    Ok(conv.session_object())
+}
+
+/// Starts `conv` with these layers (see [`check`]): a transcription session first becomes one.
+pub fn start(conv: &mut Conversation, layers: &[&Value]) -> Result<(), ClientError> {
+    if is_transcription(layers) {
+        conv.set_transcription_only();
+    }
     for layer in layers {
         conv.start_session(layer)?;
     }
-    Ok(conv.config().clone())
+    Ok(())
+}
+
+/// Whether these layers start a transcription session (the first layer's `type` says).
+pub fn is_transcription(layers: &[&Value]) -> bool {
+    layers.first().is_some_and(|l| l["type"] == "transcription")
 }
 
 #[cfg(test)]
@@ -45,5 +60,22 @@ mod tests {
         assert_eq!(e.param.as_deref(), Some("session.instructons"));
         let bad_tool = json!({"tools": [{"type": "function"}]});
         assert!(check(&ModelKind::Echo, &[&key, &bad_tool]).is_err());
+    }
+
+    #[test]
+    fn a_transcription_key_starts_a_transcription_session_that_a_realtime_part_cannot_turn() {
+        let key = json!({"type": "transcription",
+            "audio": {"input": {"transcription": {"model": "gpt-4o-transcribe", "language": "en"}}}});
+        let cfg = check(&ModelKind::Echo, &[&key]).unwrap();
+        assert_eq!(cfg["type"], "transcription");
+        assert_eq!(cfg["object"], "realtime.transcription_session");
+        assert_eq!(cfg["audio"]["input"]["transcription"]["language"], "en");
+        assert!(
+            cfg.get("instructions").is_none(),
+            "only a transcription session's fields"
+        );
+        let part = json!({"type": "realtime"});
+        let e = check(&ModelKind::Echo, &[&key, &part]).unwrap_err();
+        assert_eq!(e.param.as_deref(), Some("session.type"));
     }
 }

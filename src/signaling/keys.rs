@@ -312,14 +312,15 @@ impl Keys {
             Some(Value::Object(o)) => Value::Object(o.clone()),
             Some(_) => return Err(invalid("session must be an object")),
         };
-        match session.get("type").and_then(Value::as_str) {
-            None | Some("realtime") => {}
+        let transcription = match session.get("type").and_then(Value::as_str) {
+            None | Some("realtime") => false,
+            Some("transcription") => true,
             Some(other) => {
                 return Err(MintError::Invalid(format!(
-                    "session.type {other:?} is not supported (only \"realtime\")"
+                    "session.type {other:?} is not supported (\"realtime\" or \"transcription\")"
                 )));
             }
-        }
+        };
         let given = session.to_string().len();
         if given > MAX_SESSION_BYTES {
             return Err(MintError::SessionTooLarge(given));
@@ -331,8 +332,12 @@ impl Keys {
         let expires_at = now + seconds;
         let value = format!("ek_{}", hex::encode(rand::random::<[u8; 16]>()));
         if let Value::Object(o) = &mut session {
-            o.insert("type".into(), json!("realtime"));
-            o.insert("object".into(), json!("realtime.session"));
+            let (kind, object) = match transcription {
+                true => ("transcription", "realtime.transcription_session"),
+                false => ("realtime", "realtime.session"),
+            };
+            o.insert("type".into(), json!(kind));
+            o.insert("object".into(), json!(object));
             o.insert(
                 "id".into(),
                 json!(format!("sess_{}", hex::encode(rand::random::<[u8; 8]>()))),
@@ -373,6 +378,10 @@ mod tests {
             panic!("{e:?}")
         };
         assert_eq!(e.param.as_deref(), Some("session.tool_choice"));
+        let t = k
+            .mint(&json!({"session": {"type": "transcription"}}))
+            .unwrap();
+        assert_eq!(t["session"]["object"], "realtime.transcription_session");
         let ok = k
             .mint(&json!({"session": {"type": "realtime", "instructions": "hi"}}))
             .unwrap();
@@ -422,7 +431,7 @@ mod tests {
         for bad in [
             json!({"expires_after": {"seconds": 7201}}),
             json!({"expires_after": {"seconds": 60.5}}),
-            json!({"session": {"type": "transcription"}}),
+            json!({"session": {"type": "translation"}}),
             json!({"session": 3}),
         ] {
             assert!(matches!(k.mint(&bad), Err(MintError::Invalid(_))), "{bad}");

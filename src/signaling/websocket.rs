@@ -75,7 +75,12 @@ pub(super) async fn realtime(
         }
         target => {
             let key_session = sig.keys.check_call(key.as_deref()).map_err(key_error)?;
-            let request = if matches!(target, Target::Transcription) {
+            let transcription_key = key_session
+                .as_ref()
+                .is_some_and(|s| s["type"] == "transcription");
+            // A transcription key starts a transcription session whatever the URL asks; without
+            // one, `?intent=transcription` starts one with the defaults.
+            let request = if matches!(target, Target::Transcription) && !transcription_key {
                 SessionRequest::Transcription
             } else {
                 let key_model = key_session

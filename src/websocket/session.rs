@@ -56,7 +56,7 @@ impl WsSession {
         let mut conv = Conversation::new(id.clone(), &model);
         conv.set_transport(Transport::WebSocket);
         if let Some(session) = session
-            && let Err(e) = conv.start_session(session)
+            && let Err(e) = crate::realtime::connect_session::start(&mut conv, &[session])
         {
             // Checked by signaling with the same rules; the defaults are the safe start.
             log::warn!("{id}: starting session refused ({}): {}", e.code, e.message);

@@ -314,6 +314,18 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
         (e) => e.status === 400 && e.code === 'unknown_parameter' && e.param === 'session.instructons',
       );
 
+      // A transcription key starts a transcription session over the WebSocket too.
+      const tkey = await backend.realtime.clientSecrets.create({
+        session: { type: 'transcription', audio: { input: { transcription: { model: 'gpt-4o-transcribe', language: 'fr' } } } },
+      });
+      assert.equal(tkey.session.type, 'transcription');
+      const tconn = await connect(baseURL, tkey.value, ca);
+      conns.push(tconn);
+      const tcreated = await waitFor(tconn, 'session.created', { timeoutMs: 5_000 });
+      assert.equal(tcreated.e.session.type, 'transcription');
+      assert.equal(tcreated.e.session.audio.input.transcription.language, 'fr');
+      tconn.rt.close();
+
       // The unified interface: calls.create with a session part (multipart), read back on a sideband.
       const sdp = fs.readFileSync(path.join(REPO_ROOT, 'fixtures', 'sdp', 'chromium-offer.sdp'), 'utf8');
       const answer = await backend.realtime.calls.create({ sdp, session: { type: 'realtime', instructions: 'From the call.', tools: [GET_WEATHER] } });

@@ -27,7 +27,7 @@ import { PLAIN_PAGE_HTML as HTML } from './plain-page.mjs';
 import { assertServerEventShapes } from './openai-types.mjs';
 
 const TURN_WAV = path.join(REPO_ROOT, 'fixtures', 'turn.wav');
-const FILE_TIMEOUT_MS = 90_000;
+const FILE_TIMEOUT_MS = 120_000;
 
 describe('plain WebRTC flow (fetch + RTCPeerConnection, no SDK) in headless chromium', { timeout: FILE_TIMEOUT_MS }, () => {
   let server = null;
@@ -211,6 +211,37 @@ describe('plain WebRTC flow (fetch + RTCPeerConnection, no SDK) in headless chro
       console.log(`ice restart: ufrag ${r.oldUfrag} → ${r.newUfrag}, transport ${JSON.stringify(states)}, audio ${before.packetsReceived} → ${after.packetsReceived} packets`);
     } finally {
       await rctx.context.close().catch(() => {});
+    }
+  });
+
+  test('a transcription ek_ key: the browser\'s call is a transcription session, its turn transcribed, no responses', { timeout: 30_000 }, async () => {
+    const key = await mintClientSecret(server, {
+      type: 'transcription',
+      audio: { input: { transcription: { model: 'gpt-4o-transcribe', language: 'en' } } },
+    });
+    assert.ok(key.minted, key.note);
+    const tctx = await openPage(browser, `${pages.origin}/`);
+    try {
+      const { page } = tctx;
+      const baseUrl = server.baseUrl.replace(/\/$/, '');
+      const started = await page.evaluate((o) => window.startPlain(o), { baseUrl, key: key.key });
+      assert.equal(started.calls.status, 201);
+      const created = await waitForEvent(page, { type: 'session.created' }, { timeoutMs: 5_000 });
+      assert.equal(created.event.session.type, 'transcription');
+      assert.equal(created.event.session.audio.input.transcription.language, 'en', 'the key\'s transcription config');
+      // fixtures/turn.wav: a second of silence, one sentence, then silence: the server VAD ends the turn.
+      const done = await waitForEvent(page, { type: 'conversation.item.input_audio_transcription.completed' }, { timeoutMs: 15_000 });
+      assert.match(done.event.transcript, /\S/, 'a transcript');
+      const { events } = await pageEvents(page);
+      assert.ok(!events.some((e) => e.type.startsWith('response.')), `no responses: ${events.map((e) => e.type).join(' ')}`);
+      assertServerEventShapes(assert, events, 'transcription key (page)');
+      console.log(`plain flow, transcription key: "${done.event.transcript}"`);
+    } catch (err) {
+      const { events } = await pageEvents(tctx.page).catch(() => ({ events: [] }));
+      console.error(`transcription key failure; events:\n${eventDump(events)}\n${await serverDiagnostics(server, { adminPaths: ['/admin/calls'] })}`);
+      throw err;
+    } finally {
+      await tctx.context.close().catch(() => {});
     }
   });
 });
