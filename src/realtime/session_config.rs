@@ -357,13 +357,16 @@ fn validate(cfg: &Value) -> Result<(), ClientError> {
             ));
         }
     }
+    // The types make `type` optional (`{}` is a valid noise reduction); only a wrong one is
+    // refused.
     match &input["noise_reduction"] {
         Value::Null => {}
         Value::Object(n)
-            if matches!(
-                n.get("type").and_then(Value::as_str),
-                Some("near_field" | "far_field")
-            ) => {}
+            if matches!(n.get("type"), None | Some(Value::Null))
+                || matches!(
+                    n.get("type").and_then(Value::as_str),
+                    Some("near_field" | "far_field")
+                ) => {}
         other => {
             return Err(ClientError::invalid(
                 "session.audio.input.noise_reduction",

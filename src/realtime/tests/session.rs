@@ -136,6 +136,21 @@ fn merge_and_clear_rules() {
     assert_eq!(s["tools"], json!([]));
     assert!(s["audio"]["input"]["turn_detection"].is_null());
     assert!(s["audio"]["input"]["noise_reduction"].is_null());
+    // `type` is optional in the types: an empty noise reduction is taken, a wrong type is not.
+    let out = h.send(
+        json!({"type": "session.update", "session": {"audio": {"input": {"noise_reduction": {}}}}}),
+    );
+    assert_eq!(out[0]["type"], "session.updated");
+    assert_eq!(
+        out[0]["session"]["audio"]["input"]["noise_reduction"],
+        json!({})
+    );
+    let out = h.send(json!({"type": "session.update", "session": {"audio": {"input": {"noise_reduction": {"type": "studio"}}}}}));
+    assert_eq!(out[0]["type"], "error");
+    assert_eq!(
+        out[0]["error"]["param"],
+        "session.audio.input.noise_reduction"
+    );
     // Untouched siblings keep their values.
     assert_eq!(
         s["audio"]["input"]["transcription"]["model"],
