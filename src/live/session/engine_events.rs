@@ -71,6 +71,11 @@ impl LiveSession {
             session["audio"]["input"]["format"] = f.clone();
             session["audio"]["output"] = json!({"format": f});
         }
+        // The voice is fixed at startup, so the engine never sees it change after audio.
+        let voice = &self.session["audio"]["output"]["voice"];
+        if !voice.is_null() {
+            session["audio"]["output"]["voice"] = voice.clone();
+        }
         self.engine_event(RealtimeClientEvent::session_update(session), None);
     }
 

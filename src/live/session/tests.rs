@@ -150,6 +150,18 @@ fn session_started_comes_first_with_the_resource() {
 }
 
 #[test]
+fn the_sessions_voice_reaches_the_engine_that_speaks() {
+    let mut h = Harness::open(
+        "echo",
+        json!({"model": "gpt-live-1", "audio": {"output": {"voice": "cedar"}}}),
+    );
+    assert_eq!(h.s.conversation_mut().voice(), "cedar");
+    // Live's default voice, not Realtime's.
+    let mut plain = Harness::open("echo", json!({"model": "gpt-live-1"}));
+    assert_eq!(plain.s.conversation_mut().voice(), "marin");
+}
+
+#[test]
 fn the_model_owns_the_turn_and_transcripts_are_timed_deltas() {
     let mut h = Harness::open("echo", json!({"model": "gpt-live-1"}));
     h.frames();
