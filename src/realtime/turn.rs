@@ -205,14 +205,34 @@ impl Conversation {
         };
         let Plan {
             delay_ms,
-            reply,
-            tool_calls,
-            ending,
+            mut reply,
+            mut tool_calls,
+            mut ending,
         } = plan;
-        let words = reply
+        let audio = !req
+            .text_only
+            .unwrap_or(self.config["output_modalities"][0] == "text");
+        let mut words = reply
             .as_ref()
             .map(|r| words(&r.transcript()))
             .unwrap_or_default();
+        let limit = req
+            .max_output_tokens
+            .as_ref()
+            .unwrap_or(&self.config["max_output_tokens"])
+            .as_u64();
+        if let Some(limit) = limit
+            && cut_to_tokens(&mut reply, &mut words, audio, limit)
+        {
+            // Cut by the limit: the response stops where the output does, before any call.
+            tool_calls.clear();
+            ending = Ending::Incomplete;
+            // An echo's transcript names its (now shorter) length.
+            words = reply
+                .as_ref()
+                .map(|r| super::response::words(&r.transcript()))
+                .unwrap_or_default();
+        }
         let (reply, total_ms, length_known) = match reply {
             Some(Reply::EchoInput {
                 audio_start_ms,
@@ -226,9 +246,6 @@ impl Conversation {
             ),
             None => (None, 0, true),
         };
-        let audio = !req
-            .text_only
-            .unwrap_or(self.config["output_modalities"][0] == "text");
         let in_conversation = !req.out_of_band;
         let id = self.new_id("resp");
         let item_id = self.new_id("item");
@@ -478,6 +495,63 @@ impl Conversation {
     pub(super) fn after_response(&mut self) {
         if self.active.is_none() && std::mem::take(&mut self.auto_response_queued) {
             self.start_response(ResponseRequest::default());
+        }
+    }
+}
+
+/// Output tokens as `usage` counts them: text at ~4 characters a token, audio at 20 a second.
+fn output_tokens(text_chars: usize, audio_ms: u64, audio: bool) -> u64 {
+    (text_chars as u64).div_ceil(4) + if audio { audio_ms / 50 } else { 0 }
+}
+
+/// Cuts a planned reply to what `limit` output tokens hold, by the estimate `usage` reports
+/// (a spoken word is [`MS_PER_WORD`] of audio until the synthesizer says otherwise); true when
+/// it cut anything. An echo keeps its transcript and loses audio from the end.
+fn cut_to_tokens(
+    reply: &mut Option<Reply>,
+    words: &mut Vec<String>,
+    audio: bool,
+    limit: u64,
+) -> bool {
+    match reply {
+        None => false,
+        Some(Reply::Text { .. }) => {
+            let fits = |n: usize| {
+                let chars = words[..n].iter().map(|w| w.len()).sum::<usize>() + n.saturating_sub(1);
+                output_tokens(chars, n as u64 * MS_PER_WORD, audio) <= limit
+            };
+            let mut n = words.len();
+            while n > 0 && !fits(n) {
+                n -= 1;
+            }
+            if n == words.len() {
+                return false;
+            }
+            words.truncate(n);
+            // Not even a word fits: the response ends before it says anything.
+            *reply = (n > 0).then(|| Reply::text(words.join(" ")));
+            true
+        }
+        Some(Reply::EchoInput {
+            audio_start_ms,
+            audio_end_ms,
+            ..
+        }) => {
+            let text = words.iter().map(|w| w.len() + 1).sum::<usize>();
+            let text_tokens = output_tokens(text, 0, false);
+            let allowed_ms = if audio {
+                limit.saturating_sub(text_tokens) * 50
+            } else {
+                u64::MAX
+            };
+            if *audio_end_ms - *audio_start_ms <= allowed_ms {
+                return false;
+            }
+            *audio_end_ms = *audio_start_ms + allowed_ms;
+            if allowed_ms == 0 {
+                *reply = None;
+            }
+            true
         }
     }
 }

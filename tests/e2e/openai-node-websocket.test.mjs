@@ -357,6 +357,33 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
     }
   });
 
+  test('max_output_tokens cuts a spoken reply: the transcript stops, the audio with it, response.done incomplete', { timeout: 20_000 }, async () => {
+    let conn = null;
+    try {
+      conn = await connect(baseURL, SERVER_KEY, ca, 'tts');
+      conns.push(conn);
+      await waitFor(conn, 'session.created', { timeoutMs: 5_000 });
+      const text = 'one two three four five six seven eight nine ten eleven twelve';
+      conn.rt.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+      await waitFor(conn, 'session.updated', { timeoutMs: 5_000 });
+      conn.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
+      const from = conn.events.length;
+      conn.rt.send({ type: 'response.create', response: { max_output_tokens: 20 } });
+      const done = await waitFor(conn, 'response.done', { from, timeoutMs: 10_000 });
+      const r = done.e.response;
+      assert.equal(r.status, 'incomplete', JSON.stringify(r.status_details));
+      assert.deepEqual(r.status_details, { type: 'incomplete', reason: 'max_output_tokens' });
+      assert.equal(r.max_output_tokens, 20);
+      const transcript = r.output[0].content[0].transcript;
+      assert.ok(transcript.length > 0 && text.startsWith(transcript) && transcript.length < text.length, `transcript ${JSON.stringify(transcript)}`);
+      assert.ok(audioBytes(conn, from) > 0, 'the words that fit are spoken');
+      console.log(`max_output_tokens 20: "${transcript}" of "${text}", ${audioBytes(conn, from)} audio bytes, usage ${JSON.stringify(r.usage.output_token_details)}`);
+    } catch (err) {
+      await dump(conn, err);
+      throw err;
+    }
+  });
+
   for (const [label, key] of [
     ['a wrong server key', 'sk-not-the-server-key'],
     ['a bogus ephemeral key', 'ek_00000000000000000000000000000000'],

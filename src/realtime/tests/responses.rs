@@ -348,3 +348,65 @@ fn out_of_band_response_stays_out_of_the_conversation() {
     let e = h.expect_error(json!({"type": "response.create", "event_id": "ref", "response": {"input": [{"type": "item_reference", "id": "item_missing"}]}}));
     assert_eq!(e["code"], "item_not_found");
 }
+
+/// `max_output_tokens` cuts the reply by the estimate `usage` reports: a text response keeps
+/// the words that fit, a spoken one fewer (its audio counts too), and both end `incomplete`.
+#[test]
+fn max_output_tokens_cuts_the_reply_and_ends_it_incomplete() {
+    let text = "one two three four five six seven eight nine ten eleven twelve";
+    let mut h = Harness::open("tts");
+    h.send(json!({"type": "session.update", "session": {"output_modalities": ["text"]}}));
+    h.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": text}]}}),
+    );
+    let out = h.send(json!({"type": "response.create", "response": {"max_output_tokens": 5}}));
+    let done = &of_type(&out, "response.done")[0]["response"];
+    assert_eq!(done["status"], "incomplete");
+    assert_eq!(
+        done["status_details"],
+        json!({"type": "incomplete", "reason": "max_output_tokens"})
+    );
+    let said = deltas(&out);
+    assert!(
+        text.starts_with(&said) && said.len() < text.len(),
+        "{said:?}"
+    );
+    assert!(
+        done["usage"]["output_tokens"].as_u64().unwrap() <= 5,
+        "{}",
+        done["usage"]
+    );
+
+    // Spoken, from the session's limit: 8 tokens hold one word of audio (400 ms = 8 tokens)
+    // less its text, so nothing; 20 hold a couple of words.
+    h.send(json!({"type": "session.update", "session": {"output_modalities": ["audio"], "max_output_tokens": 20}}));
+    h.send(json!({"type": "response.create"}));
+    let (rid, reply) = h.take_speak().expect("a spoken reply");
+    let Reply::Text { text: spoken } = reply else {
+        panic!("{reply:?}")
+    };
+    assert!(
+        !spoken.is_empty() && spoken.split(' ').count() <= 2,
+        "{spoken:?}"
+    );
+    h.c.on_audio_done(&rid);
+    let all = h.frames();
+    let done = &of_type(&all, "response.done")[0]["response"];
+    assert_eq!(done["status"], "incomplete");
+    // Without a limit the whole reply is said and completes.
+    h.send(json!({"type": "session.update", "session": {"max_output_tokens": "inf"}}));
+    h.send(
+        json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+        "content": [{"type": "input_text", "text": text}]}}),
+    );
+    h.send(json!({"type": "response.create"}));
+    let (rid, reply) = h.take_speak().unwrap();
+    assert_eq!(reply, Reply::Text { text: text.into() });
+    h.c.on_audio_done(&rid);
+    let all = h.frames();
+    assert_eq!(
+        of_type(&all, "response.done")[0]["response"]["status"],
+        "completed"
+    );
+}
