@@ -309,6 +309,13 @@ impl Conversation {
         }
         let request = self.parse_response_request(c.response.as_ref())?;
         if let Some(active) = &self.active {
+            let text_only = request
+                .text_only
+                .unwrap_or(self.config["output_modalities"][0] == "text");
+            if request.out_of_band && text_only {
+                self.respond_beside(request);
+                return Ok(());
+            }
             return Err(ClientError::new(
                 "conversation_already_has_active_response",
                 format!(

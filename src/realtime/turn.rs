@@ -105,6 +105,7 @@ impl Conversation {
     /// events, then `Speak` for audio, or the whole response at once when nothing plays.
     pub(super) fn start_response(&mut self, req: ResponseRequest) {
         let (r, reply, delay_ms) = self.plan_response(&req);
+        let delay_ms = if req.beside { 0 } else { delay_ms };
         let (id, item_id, audio, message) = (r.id.clone(), r.item_id.clone(), r.audio, r.message);
         let in_conversation = r.in_conversation;
         let response = r.object("in_progress", Value::Null, Vec::new());
@@ -492,6 +493,25 @@ impl Conversation {
     }
 
     /// Starts a VAD turn's response that had to wait for the previous one.
+    /// An out-of-band response while another is active, as the service runs them (a classifier
+    /// or a summary beside the spoken reply). Only one that needs no playback runs beside: it
+    /// completes at once, so the active response is set aside for that moment and comes back
+    /// untouched, still the one a clear or a cancel names.
+    pub(super) fn respond_beside(&mut self, mut req: ResponseRequest) {
+        req.beside = true;
+        let active = self.active.take();
+        let last = self.last_response_id.clone();
+        let queued = std::mem::take(&mut self.auto_response_queued);
+        self.start_response(req);
+        debug_assert!(
+            self.active.is_none(),
+            "a response beside must complete at once"
+        );
+        self.active = active;
+        self.last_response_id = last;
+        self.auto_response_queued = queued;
+    }
+
     pub(super) fn after_response(&mut self) {
         if self.active.is_none() && std::mem::take(&mut self.auto_response_queued) {
             self.start_response(ResponseRequest::default());

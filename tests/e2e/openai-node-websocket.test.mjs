@@ -384,6 +384,42 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
     }
   });
 
+  test('an out-of-band text response runs beside a spoken one: tagged by metadata, out of the conversation', { timeout: 20_000 }, async () => {
+    let conn = null;
+    try {
+      conn = await connect(baseURL, SERVER_KEY, ca, 'tts');
+      conns.push(conn);
+      await waitFor(conn, 'session.created', { timeoutMs: 5_000 });
+      conn.rt.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+      await waitFor(conn, 'session.updated', { timeoutMs: 5_000 });
+      conn.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'please tell me a rather long story about the sea and the wind' }] } });
+      const from = conn.events.length;
+      conn.rt.send({ type: 'response.create' });
+      const spoken = await waitFor(conn, 'response.created', { from, timeoutMs: 5_000 });
+      await waitFor(conn, 'response.output_audio.delta', { from, timeoutMs: 5_000 });
+      conn.rt.send({
+        type: 'response.create',
+        response: {
+          conversation: 'none',
+          output_modalities: ['text'],
+          metadata: { purpose: 'classify' },
+          input: [{ type: 'message', role: 'user', content: [{ type: 'input_text', text: 'is this a question' }] }],
+        },
+      });
+      const oob = await waitFor(conn, 'response.done', { from, timeoutMs: 5_000, pred: (e) => e.response.metadata?.purpose === 'classify' });
+      assert.equal(oob.e.response.status, 'completed');
+      assert.equal(oob.e.response.conversation_id, null, 'out of the conversation');
+      assert.notEqual(oob.e.response.id, spoken.e.response.id);
+      const spokenDone = await waitFor(conn, 'response.done', { from, timeoutMs: 10_000, pred: (e) => e.response.id === spoken.e.response.id });
+      assert.equal(spokenDone.e.response.status, 'completed', 'the spoken reply played on to its end');
+      assert.ok(oob.index < spokenDone.index, 'the out-of-band answer arrived while the spoken one was still playing');
+      assert.ok(!conn.events.some((x) => x.e.type === 'error'), `no error: ${JSON.stringify(conn.events.filter((x) => x.e.type === 'error').map((x) => x.e))}`);
+    } catch (err) {
+      await dump(conn, err);
+      throw err;
+    }
+  });
+
   for (const [label, key] of [
     ['a wrong server key', 'sk-not-the-server-key'],
     ['a bogus ephemeral key', 'ek_00000000000000000000000000000000'],

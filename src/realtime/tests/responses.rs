@@ -410,3 +410,43 @@ fn max_output_tokens_cuts_the_reply_and_ends_it_incomplete() {
         "completed"
     );
 }
+
+/// An out-of-band text response runs beside the spoken one, as the service runs them: it
+/// completes at once, stays out of the conversation, carries its metadata, and the spoken
+/// response plays on and ends by itself. One that would need playback is still refused.
+#[test]
+fn an_out_of_band_text_response_runs_beside_the_active_one() {
+    let mut h = Harness::open("tts");
+    h.send_message("tell me a long story please", 1);
+    let (spoken, _) = h.take_speak().expect("the spoken reply plays");
+    h.frames();
+    let out = h.send(json!({"type": "response.create", "response": {
+        "conversation": "none", "output_modalities": ["text"], "metadata": {"purpose": "classify"},
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "is this a question"}]}]
+    }}));
+    let created = &of_type(&out, "response.created")[0]["response"];
+    assert_ne!(created["id"], spoken.as_str());
+    assert!(created["conversation_id"].is_null());
+    assert_eq!(created["metadata"], json!({"purpose": "classify"}));
+    let done = &of_type(&out, "response.done")[0]["response"];
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["id"], created["id"]);
+    assert_eq!(deltas(&out), "is this a question");
+    assert!(of_type(&out, "conversation.item.added").is_empty());
+    assert_eq!(
+        h.c.active_response(),
+        Some(spoken.as_str()),
+        "the spoken one is still active"
+    );
+
+    let e =
+        h.expect_error(json!({"type": "response.create", "response": {"conversation": "none"}}));
+    assert_eq!(e["code"], "conversation_already_has_active_response");
+
+    h.c.on_audio_done(&spoken);
+    let all = h.frames();
+    let done = of_type(&all, "response.done");
+    assert_eq!(done.len(), 1);
+    assert_eq!(done[0]["response"]["id"], spoken.as_str());
+    assert_eq!(done[0]["response"]["status"], "completed");
+}
