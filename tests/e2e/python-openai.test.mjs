@@ -124,6 +124,12 @@ describe('openai (Python) realtime.connect() over WebSocket', { timeout: FILE_TI
     assert.ok(c.latency_ms > 0 && c.latency_ms < 5000, `latency ${c.latency_ms} ms`);
   });
 
+  test('an ek_ minted with a session (client_secrets.create): a client holding only the key gets it from session.created, and its tool fires', async () => {
+    const c = await passed('key_session');
+    assert.equal(c.tool, 'get_weather');
+    assert.ok(!has(c, 'session.updated'), 'no session.update was sent');
+  });
+
   test('text turn: speech saying the text, transcript deltas and done', async () => {
     const c = await passed('text');
     for (const t of ['response.created', 'response.output_audio.delta', 'response.output_audio_transcript.delta', 'response.output_audio_transcript.done', 'response.done']) {

@@ -15,6 +15,9 @@ http→ws mapping of `base_url`, and drives it only through the client's methods
                  the reply is μ-law (8000 bytes a second)
   transcription  `?intent=transcription` (extra_query; the client has no named parameter for it): a
                  transcription session, VAD turns give input_audio_transcription.delta/.completed, no responses
+  key_session    `client.realtime.client_secrets.create(session=…)` with instructions, a tool and
+                 tool_choice "required", then a second client holding only the ek_ key: session.created
+                 carries the minted session and a text turn calls the tool with no session.update
 
 Every server event is validated against the package's own pydantic model for its `type`.
 Prints ONE JSON object on stdout (results and measurements); exits 1 if any check failed, 2 on a usage
@@ -41,7 +44,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SPEECH_WAV = REPO_ROOT / "fixtures" / "speech.wav"
 
-CHECKS = ("spoken", "text", "pcmu", "transcription")
+CHECKS = ("spoken", "text", "pcmu", "transcription", "key_session")
 TEXT = "hello there"
 # The server VAD's defaults (docs/realtime-protocol.md §5): a turn ends after this much silence.
 SILENCE_DURATION_MS = 500
@@ -503,6 +506,46 @@ class Run:
             self.common_checks(sess, result)
         finally:
             await self.close(mgr, sess)
+
+    async def check_key_session(self, result: dict) -> None:
+        from openai import AsyncOpenAI
+
+        a = self.args
+        tool = {
+            "type": "function",
+            "name": "get_weather",
+            "description": "Get the current weather for a city.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        }
+        secret = await self.client.realtime.client_secrets.create(
+            session={"type": "realtime", "instructions": "A weather bot.", "tools": [tool], "tool_choice": "required"}
+        )
+        if not secret.value.startswith("ek_"):
+            raise CheckFailed(f"minted {secret.value!r}, not an ek_ key")
+        browser = AsyncOpenAI(api_key=secret.value, base_url=a.base_url, max_retries=0, timeout=10.0)
+        mgr = browser.realtime.connect(model=a.model)
+        conn = await asyncio.wait_for(mgr.enter(), a.step_timeout)
+        sess = Session(conn, self.models, self.loop)
+        try:
+            _, created = await sess.wait("session.created", a.step_timeout)
+            s = created.get("session") or {}
+            if s.get("instructions") != "A weather bot.":
+                result["failures"].append(f"session.created instructions {s.get('instructions')!r}")
+            if [t.get("name") for t in s.get("tools") or []] != ["get_weather"]:
+                result["failures"].append(f"session.created tools {s.get('tools')!r}")
+            since = len(sess.events)
+            await conn.conversation.item.create(
+                item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather in Oslo?"}]}
+            )
+            await conn.response.create()
+            _, args = await sess.wait("response.function_call_arguments.done", a.reply_timeout, since)
+            result.update({"tool": args.get("name"), "arguments": args.get("arguments"), "events": sess.sequence(since)})
+            if args.get("name") != "get_weather":
+                result["failures"].append(f"called {args.get('name')!r}")
+            self.common_checks(sess, result)
+        finally:
+            await self.close(mgr, sess)
+            await browser.close()
 
     async def check_text(self, result: dict) -> None:
         a = self.args
