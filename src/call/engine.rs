@@ -139,6 +139,14 @@ impl Engine {
         }
     }
 
+    /// The call is ending under the engine (see [`LiveSession::end`]); Realtime has no event
+    /// for it, its sidebands just close.
+    pub fn end(&mut self, reason: &'static str) {
+        if let Engine::Live(l) = self {
+            l.end(reason);
+        }
+    }
+
     /// The client event that carries audio on a WebSocket.
     pub fn append_event(&self) -> &'static str {
         match self {

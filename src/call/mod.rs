@@ -244,6 +244,14 @@ impl Call {
         self.engine.expire();
     }
 
+    /// The call is ending for `reason` (a Live `session.closed` reason): the engine's last
+    /// events go to the log and the sidebands, the only listeners left.
+    pub fn end(&mut self, now: Instant, reason: &'static str) {
+        self.tick(now);
+        self.engine.end(reason);
+        while self.poll_output(now).is_some() {}
+    }
+
     /// The pump: the engine's actions to the media side, the media side's frames out (or into
     /// delta events), the engine's events out, until nothing is left. Actions go first, so a
     /// frame is never sent for a response the engine has already stopped.
@@ -417,6 +425,44 @@ mod tests {
             sideband.push(f);
         }
         assert!(sideband.iter().any(|f| f.contains("session_expired")));
+    }
+
+    /// A Live call that ends under its session tells its sidebands why, once.
+    #[test]
+    fn a_live_call_ending_sends_session_closed_with_its_reason_to_the_sidebands() {
+        let now = Instant::now();
+        let start = crate::live::config::check_start(
+            &serde_json::json!({"model": "gpt-live-1"}),
+            Transport::WebRtc,
+        )
+        .unwrap();
+        let live = crate::live::LiveSession::new(
+            "live_test".into(),
+            &ModelKind::Echo,
+            start,
+            0,
+            Transport::WebRtc,
+        );
+        let mut call = Call::rtp(
+            "live_test".into(),
+            now,
+            Engine::Live(Box::new(live)),
+            Codec::Opus,
+        );
+        call.on_channel_open();
+        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        call.attach_sideband(tx).unwrap();
+        drain(&mut call, now);
+        call.end(now, "remote_hangup");
+        call.end(now, "connection_lost");
+        let mut closed = Vec::new();
+        while let Ok(f) = rx.try_recv() {
+            let v: Value = serde_json::from_str(&f).unwrap();
+            if v["type"] == "session.closed" {
+                closed.push(v["reason"].as_str().unwrap().to_owned());
+            }
+        }
+        assert_eq!(closed, ["remote_hangup"]);
     }
 
     /// The same loopback frame comes back as RTP audio on WebRTC and as a delta event on a

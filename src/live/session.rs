@@ -201,6 +201,13 @@ impl LiveSession {
         self.close("expired", None);
     }
 
+    /// The call ended under the session (`remote_hangup`, `connection_lost`, or the app's
+    /// hang-up, `close_requested`): `session.closed` with that reason, for whoever still
+    /// listens (a sideband); nothing if the session had closed already.
+    pub fn end(&mut self, reason: &'static str) {
+        self.close(reason, None);
+    }
+
     /// Whether the frontend's data channel may receive this server event (`client.data_channel.
     /// allowed_server_events`); sidebands receive everything.
     pub fn data_channel_receives(&self, frame: &str) -> bool {

@@ -74,6 +74,22 @@ pub enum EndReason {
     SessionExpired,
 }
 
+impl EndReason {
+    /// The Live `session.closed` reason for a call that ends this way; `None` when the session
+    /// has said it already (expiry) or cannot be trusted to (a panic).
+    fn live_reason(self) -> Option<&'static str> {
+        match self {
+            EndReason::PeerClosed => Some("remote_hangup"),
+            EndReason::Hangup => Some("close_requested"),
+            EndReason::SetupTimeout
+            | EndReason::ConsentExpired
+            | EndReason::IdleTimeout
+            | EndReason::Shutdown => Some("connection_lost"),
+            EndReason::Panicked | EndReason::SessionExpired => None,
+        }
+    }
+}
+
 pub struct Endpoint {
     cfg: TransceiverConfig,
     index: u8,
@@ -871,6 +887,11 @@ impl Endpoint {
         }
         if let Some(f) = &mut s.faults {
             f.ending();
+        }
+        // A Live session says why it ended to whoever still listens (its sidebands). Not after
+        // a panic: that call's state is not to be trusted.
+        if let Some(why) = reason.live_reason() {
+            s.end(now, why);
         }
         if reason != EndReason::Panicked {
             let _ = s.pc.close();

@@ -478,6 +478,11 @@ impl Session {
         self.call.on_client_text(now, text, EventSource::Sideband);
     }
 
+    /// The call is ending (see [`crate::call::Call::end`]).
+    pub fn end(&mut self, now: Instant, reason: &'static str) {
+        self.call.end(now, reason);
+    }
+
     /// The recording as a WAV file, when the session was stored; taken when the call ends.
     pub fn take_recording(&mut self) -> Option<Vec<u8>> {
         self.call.take_recording()

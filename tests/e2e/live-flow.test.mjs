@@ -20,6 +20,7 @@ import { REPO_ROOT, launchBrowser, openPage, pageState, serverDiagnostics, start
 import { adminCalls, bundleBrowserEntry, findCall, inboundAudio, pageEvents, sleep, startStaticServer, waitForEvent } from './realtime-util.mjs';
 import { LIVE_PAGE_HTML, LIVE_SDK_PAGE_HTML } from './live-page.mjs';
 import { LIVE_DTS, assertServerEventShapes } from './openai-types.mjs';
+import { openEventSocket } from './realtime-ws.mjs';
 
 const BARGEIN_WAV = path.join(REPO_ROOT, 'fixtures', 'bargein.wav');
 
@@ -39,7 +40,7 @@ async function waitFor(what, fn, timeoutMs) {
   }
 }
 
-describe('Live WebRTC flow in headless chromium', { timeout: 150_000 }, () => {
+describe('Live WebRTC flow in headless chromium', { timeout: 180_000 }, () => {
   let server = null;
   let pages = null;
   let browser = null;
@@ -150,6 +151,36 @@ describe('Live WebRTC flow in headless chromium', { timeout: 150_000 }, () => {
       console.log(await serverDiagnostics(server));
       console.log(ctx.consoleLines.join('\n'));
       throw e;
+    }
+  });
+
+  test('an attach sideband hears session.closed (remote_hangup) when the browser hangs up, then closes', { timeout: 30_000 }, async () => {
+    const ctx = await openPage(browser, `${pages.origin}/`);
+    contexts.push(ctx);
+    const { page } = ctx;
+    let sb = null;
+    try {
+      const baseUrl = server.baseUrl.replace(/\/$/, '');
+      const created = await page.evaluate((o) => window.startLive(o), { baseUrl, session: { model: 'gpt-live-1' } });
+      const id = created.body.session.id;
+      sb = await openEventSocket(`ws://${server.httpAddr}/v1/live/sessions/${id}/attach`, { headers: { Authorization: 'Bearer sk-test' } });
+      await sb.waitFor({ type: 'session.started' }, { timeoutMs: 3_000 });
+      await page.evaluate(() => {
+        window.rt.dc.close();
+        window.rt.pc.close();
+      });
+      const closed = await sb.waitFor({ type: 'session.closed' }, { timeoutMs: 10_000 });
+      assert.equal(closed.event.reason, 'remote_hangup', JSON.stringify(closed.event));
+      const gone = await sb.waitClosed(10_000);
+      assert.ok(gone, 'the sideband closes after session.closed');
+      assert.notEqual(gone.code, 1006, 'a close frame, not a dropped connection');
+      assertServerEventShapes(assert, sb.events.map(({ t, ...e }) => e), 'live sideband', LIVE_DTS);
+    } catch (e) {
+      console.log(`sideband events: ${JSON.stringify(sb?.events?.map((x) => x.type))}`);
+      console.log(await serverDiagnostics(server));
+      throw e;
+    } finally {
+      sb?.close?.();
     }
   });
 
