@@ -335,6 +335,7 @@ impl Conversation {
             Some(Value::Object(r)) => r,
             Some(_) => return Err(ClientError::wrong_type("response", "an object")),
         };
+        refuse_unknown_response_keys(r)?;
         match r.get("conversation") {
             None | Some(Value::Null) => {}
             Some(v) if v == "auto" => {}
@@ -395,6 +396,24 @@ impl Conversation {
             Some(v @ Value::Object(_)) => req.tool_choice = Some(v.clone()),
             Some(other) => return Err(ClientError::invalid("response.tool_choice", other)),
         }
+        match r.get("parallel_tool_calls") {
+            None | Some(Value::Null) => {}
+            Some(Value::Bool(b)) => req.parallel_tool_calls = Some(*b),
+            Some(_) => {
+                return Err(ClientError::wrong_type(
+                    "response.parallel_tool_calls",
+                    "a boolean",
+                ));
+            }
+        }
+        for key in ["prompt", "reasoning"] {
+            if !matches!(r.get(key), None | Some(Value::Null | Value::Object(_))) {
+                return Err(ClientError::wrong_type(
+                    &format!("response.{key}"),
+                    "an object or null",
+                ));
+            }
+        }
         Ok(req)
     }
 
@@ -447,6 +466,52 @@ impl Conversation {
             self.emit_output_buffer(RealtimeServerEvent::OutputBufferCleared { response_id: id });
         }
     }
+}
+
+/// The fields of `RealtimeResponseCreateParams` (the `openai` package's types), and of its
+/// `audio.output`.
+const RESPONSE_KEYS: &[&str] = &[
+    "audio",
+    "conversation",
+    "input",
+    "instructions",
+    "max_output_tokens",
+    "metadata",
+    "output_modalities",
+    "parallel_tool_calls",
+    "prompt",
+    "reasoning",
+    "tool_choice",
+    "tools",
+];
+const RESPONSE_AUDIO_OUTPUT_KEYS: &[&str] = &["format", "voice"];
+
+/// A key `response.create` does not have is refused, as `session.update` refuses one (the
+/// service's `unknown_parameter`), rather than ignored: a typo must not look like a default.
+fn refuse_unknown_response_keys(r: &serde_json::Map<String, Value>) -> Result<(), ClientError> {
+    let unknown = |param: String| {
+        Err(ClientError::new(
+            "unknown_parameter",
+            format!("Unknown parameter: '{param}'."),
+        )
+        .param(param))
+    };
+    if let Some(key) = r.keys().find(|k| !RESPONSE_KEYS.contains(&k.as_str())) {
+        return unknown(format!("response.{key}"));
+    }
+    if let Some(Value::Object(audio)) = r.get("audio") {
+        if let Some(key) = audio.keys().find(|k| *k != "output") {
+            return unknown(format!("response.audio.{key}"));
+        }
+        if let Some(Value::Object(output)) = audio.get("output")
+            && let Some(key) = output
+                .keys()
+                .find(|k| !RESPONSE_AUDIO_OUTPUT_KEYS.contains(&k.as_str()))
+        {
+            return unknown(format!("response.audio.output.{key}"));
+        }
+    }
+    Ok(())
 }
 
 fn not_found(id: &str) -> ClientError {

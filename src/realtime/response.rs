@@ -33,6 +33,8 @@ pub(super) struct ResponseRequest {
     /// `tools` / `tool_choice` for this response only (the session's otherwise).
     pub tools: Option<Vec<Value>>,
     pub tool_choice: Option<Value>,
+    /// `parallel_tool_calls` for this response only (the session's otherwise).
+    pub parallel_tool_calls: Option<bool>,
     /// It runs beside the active response (see `Conversation::respond_beside`): no plan delay.
     pub beside: bool,
 }

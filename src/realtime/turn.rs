@@ -199,7 +199,9 @@ impl Conversation {
                     .tool_choice
                     .as_ref()
                     .unwrap_or(&self.config["tool_choice"]),
-                parallel_tool_calls: self.config["parallel_tool_calls"] != false,
+                parallel_tool_calls: req
+                    .parallel_tool_calls
+                    .unwrap_or(self.config["parallel_tool_calls"] != false),
                 index,
             };
             self.model.respond(&ctx)

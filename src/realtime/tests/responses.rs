@@ -450,3 +450,48 @@ fn an_out_of_band_text_response_runs_beside_the_active_one() {
     assert_eq!(done[0]["response"]["id"], spoken.as_str());
     assert_eq!(done[0]["response"]["status"], "completed");
 }
+
+/// `response.create`'s own fields are checked as `session.update`'s are: an unknown key is
+/// refused with its path, and `parallel_tool_calls` applies to that response alone.
+#[test]
+fn response_fields_unknown_keys_refused_and_parallel_tool_calls_per_response() {
+    let mut h = Harness::open("tts");
+    for (response, param) in [
+        (json!({"modalities": ["text"]}), "response.modalities"),
+        (
+            json!({"audio": {"output": {"speed": 1.2}}}),
+            "response.audio.output.speed",
+        ),
+        (json!({"audio": {"input": {}}}), "response.audio.input"),
+    ] {
+        let e = h.expect_error(json!({"type": "response.create", "response": response}));
+        assert_eq!(e["code"], "unknown_parameter");
+        assert_eq!(e["param"], param);
+    }
+    let e = h.expect_error(
+        json!({"type": "response.create", "response": {"parallel_tool_calls": "no"}}),
+    );
+    assert_eq!(e["param"], "response.parallel_tool_calls");
+
+    let tool =
+        |name: &str| json!({"type": "function", "name": name, "parameters": {"type": "object"}});
+    h.send(json!({"type": "session.update", "session": {"tools": [tool("get_weather"), tool("get_time")]}}));
+    let calls = |h: &mut Harness, parallel: bool| {
+        h.send(
+            json!({"type": "conversation.item.create", "item": {"type": "message", "role": "user",
+            "content": [{"type": "input_text", "text": "call get_weather and get_time"}]}}),
+        );
+        let out = h.send(
+            json!({"type": "response.create", "response": {"parallel_tool_calls": parallel}}),
+        );
+        let done = &of_type(&out, "response.done")[0]["response"];
+        done["output"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["type"] == "function_call")
+            .count()
+    };
+    assert_eq!(calls(&mut h, false), 1);
+    assert_eq!(calls(&mut h, true), 2);
+}
