@@ -50,16 +50,8 @@ impl Engine {
                 let routing = call_id.split_once('_').map_or(call_id, |(_, r)| r);
                 let mut conv = Conversation::new(format!("sess_{routing}"), &setup.model);
                 conv.set_expires_at(expires_at);
-                if let Some(session) = &setup.session
-                    && let Err(e) = crate::realtime::connect_session::start(&mut conv, &[session])
-                {
-                    // Signaling checked it with the same rules: only a version skew between
-                    // the two gets here, and the defaults are the safe start.
-                    log::warn!(
-                        "{call_id}: starting session refused ({}): {}",
-                        e.code,
-                        e.message
-                    );
+                if let Some(session) = &setup.session {
+                    crate::realtime::connect_session::start_checked(&mut conv, session, call_id);
                 }
                 Engine::Realtime(Box::new(conv))
             }
@@ -139,11 +131,15 @@ impl Engine {
         }
     }
 
-    /// The call is ending under the engine (see [`LiveSession::end`]); Realtime has no event
-    /// for it, its sidebands just close.
-    pub fn end(&mut self, reason: &'static str) {
-        if let Engine::Live(l) = self {
-            l.end(reason);
+    /// The call is ending under the engine (see [`LiveSession::end`]); true when that made
+    /// events. Realtime has none for it: its sidebands just close.
+    pub fn end(&mut self, reason: &'static str) -> bool {
+        match self {
+            Engine::Live(l) => {
+                l.end(reason);
+                true
+            }
+            Engine::Realtime(_) => false,
         }
     }
 

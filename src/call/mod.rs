@@ -248,8 +248,9 @@ impl Call {
     /// events go to the log and the sidebands, the only listeners left.
     pub fn end(&mut self, now: Instant, reason: &'static str) {
         self.tick(now);
-        self.engine.end(reason);
-        while self.poll_output(now).is_some() {}
+        if self.engine.end(reason) {
+            while self.poll_output(now).is_some() {}
+        }
     }
 
     /// The pump: the engine's actions to the media side, the media side's frames out (or into
@@ -351,8 +352,8 @@ impl Call {
 
     /// The engine's session clock: ms since the epoch.
     fn tick(&mut self, now: Instant) {
-        let epoch = *self.epoch.get_or_insert(now);
-        let ms = now.saturating_duration_since(epoch).as_millis() as u64;
+        self.epoch.get_or_insert(now);
+        let ms = self.session_ms(now);
         self.engine.tick(ms);
     }
 

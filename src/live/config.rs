@@ -555,11 +555,7 @@ fn check_triggers(t: &Value, param: &str) -> Result<(), ClientError> {
 fn only_keys(obj: &Map<String, Value>, allowed: &[&str], prefix: &str) -> Result<(), ClientError> {
     match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
         None => Ok(()),
-        Some(k) => Err(ClientError::new(
-            "unknown_parameter",
-            format!("Unknown parameter: '{prefix}{k}'."),
-        )
-        .param(format!("{prefix}{k}"))),
+        Some(k) => Err(ClientError::unknown_parameter(format!("{prefix}{k}"))),
     }
 }
 

@@ -489,13 +489,7 @@ const RESPONSE_AUDIO_OUTPUT_KEYS: &[&str] = &["format", "voice"];
 /// A key `response.create` does not have is refused, as `session.update` refuses one (the
 /// service's `unknown_parameter`), rather than ignored: a typo must not look like a default.
 fn refuse_unknown_response_keys(r: &serde_json::Map<String, Value>) -> Result<(), ClientError> {
-    let unknown = |param: String| {
-        Err(ClientError::new(
-            "unknown_parameter",
-            format!("Unknown parameter: '{param}'."),
-        )
-        .param(param))
-    };
+    let unknown = |param: String| Err(ClientError::unknown_parameter(param));
     if let Some(key) = r.keys().find(|k| !RESPONSE_KEYS.contains(&k.as_str())) {
         return unknown(format!("response.{key}"));
     }

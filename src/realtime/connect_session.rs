@@ -31,6 +31,15 @@ pub fn start(conv: &mut Conversation, layers: &[&Value]) -> Result<(), ClientErr
     Ok(())
 }
 
+/// Starts `conv` with the effective session signaling checked (what [`check`] returned). A
+/// refusal here means the two ran different rules (a version skew across the control API): it
+/// is logged under `id`, and the call keeps the defaults, the safe start.
+pub fn start_checked(conv: &mut Conversation, session: &Value, id: &str) {
+    if let Err(e) = start(conv, &[session]) {
+        log::warn!("{id}: starting session refused ({}): {}", e.code, e.message);
+    }
+}
+
 /// Whether these layers start a transcription session (the first layer's `type` says).
 pub fn is_transcription(layers: &[&Value]) -> bool {
     layers.first().is_some_and(|l| l["type"] == "transcription")

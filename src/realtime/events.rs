@@ -94,6 +94,15 @@ impl ClientError {
         self
     }
 
+    /// The service's refusal of a key it does not know, naming its full path.
+    pub fn unknown_parameter(param: String) -> Self {
+        ClientError::new(
+            "unknown_parameter",
+            format!("Unknown parameter: '{param}'."),
+        )
+        .param(param)
+    }
+
     /// The wording the real service uses for absent fields.
     pub fn missing(param: &str) -> Self {
         ClientError::new(

@@ -173,13 +173,7 @@ pub(super) fn apply_update(
 
 /// The service's answer to a key it does not know, for the first such key in `update`.
 fn refuse_unknown_keys(update: &Map<String, Value>) -> Result<(), ClientError> {
-    let unknown = |param: String| {
-        Err(ClientError::new(
-            "unknown_parameter",
-            format!("Unknown parameter: '{param}'."),
-        )
-        .param(param))
-    };
+    let unknown = |param: String| Err(ClientError::unknown_parameter(param));
     for key in update.keys() {
         if !SESSION_KEYS.contains(&key.as_str()) && !SERVER_KEYS.contains(&key.as_str()) {
             return unknown(format!("session.{key}"));

@@ -538,14 +538,14 @@ fn cut_to_tokens(
     match reply {
         None => false,
         Some(Reply::Text { .. }) => {
-            let fits = |n: usize| {
-                let chars = words[..n].iter().map(|w| w.len()).sum::<usize>() + n.saturating_sub(1);
-                output_tokens(chars, n as u64 * MS_PER_WORD, audio) <= limit
-            };
-            let mut n = words.len();
-            while n > 0 && !fits(n) {
-                n -= 1;
-            }
+            // Tokens only grow with each word, so the first word that does not fit is the cut.
+            let mut chars = 0;
+            let n = (1..=words.len())
+                .take_while(|&n| {
+                    chars += words[n - 1].len() + usize::from(n > 1);
+                    output_tokens(chars, n as u64 * MS_PER_WORD, audio) <= limit
+                })
+                .count();
             if n == words.len() {
                 return false;
             }

@@ -55,11 +55,8 @@ impl WsSession {
         };
         let mut conv = Conversation::new(id.clone(), &model);
         conv.set_transport(Transport::WebSocket);
-        if let Some(session) = session
-            && let Err(e) = crate::realtime::connect_session::start(&mut conv, &[session])
-        {
-            // Checked by signaling with the same rules; the defaults are the safe start.
-            log::warn!("{id}: starting session refused ({}): {}", e.code, e.message);
+        if let Some(session) = session {
+            crate::realtime::connect_session::start_checked(&mut conv, session, &id);
         }
         if *request == SessionRequest::Transcription {
             conv.set_transcription_only();
@@ -174,6 +171,14 @@ mod tests {
     use base64::Engine as _;
     use serde_json::{Value, json};
 
+    /// A Realtime session with the echo model and the default session.
+    fn echo_request() -> SessionRequest {
+        SessionRequest::Realtime {
+            model: ModelKind::Echo,
+            session: None,
+        }
+    }
+
     fn speech_24k() -> Vec<u8> {
         let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
             .expect("fixtures/speech.wav");
@@ -248,10 +253,7 @@ mod tests {
 
     #[test]
     fn echo_over_pcm_comes_back_as_paced_deltas_without_output_buffer_events() {
-        let request = SessionRequest::Realtime {
-            model: ModelKind::Echo,
-            session: None,
-        };
+        let request = echo_request();
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let speech = speech_24k();
         let events = spoken_turn(&mut s, &speech, 48);
@@ -299,10 +301,7 @@ mod tests {
 
     #[test]
     fn pcmu_in_and_out() {
-        let request = SessionRequest::Realtime {
-            model: ModelKind::Echo,
-            session: None,
-        };
+        let request = echo_request();
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let now = Instant::now();
         let update = json!({"type": "session.update", "session": {"type": "realtime", "audio": {
@@ -342,10 +341,7 @@ mod tests {
 
     #[test]
     fn with_vad_off_a_manual_commit_and_response_create_echo_the_appended_audio() {
-        let request = SessionRequest::Realtime {
-            model: ModelKind::Echo,
-            session: None,
-        };
+        let request = echo_request();
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let mut now = Instant::now();
         let off = json!({"type": "session.update", "session": {"type": "realtime",
@@ -377,10 +373,7 @@ mod tests {
 
     #[test]
     fn barge_in_cancels_and_leaves_truncation_to_the_client() {
-        let request = SessionRequest::Realtime {
-            model: ModelKind::Echo,
-            session: None,
-        };
+        let request = echo_request();
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let speech = speech_24k();
         let mut events = spoken_turn(&mut s, &speech, 48);
@@ -455,10 +448,7 @@ mod tests {
 
     #[test]
     fn bad_audio_gets_an_error_and_output_buffer_clear_is_webrtc_only() {
-        let request = SessionRequest::Realtime {
-            model: ModelKind::Echo,
-            session: None,
-        };
+        let request = echo_request();
         let mut s = WsSession::new("sess_test".into(), &request, 0);
         let now = Instant::now();
         let mut out = Vec::new();

@@ -71,9 +71,11 @@ function lastSpeechChunk(pcm, threshold = 500) {
  * One OpenAIRealtimeWS connection with everything it reports recorded: server events (with arrival time),
  * SDK errors, whether and how the socket opened or closed.
  */
-async function connect(baseURL, apiKey, ca, model = 'echo') {
+/** A Realtime WebSocket: `target` is a model name, or `{ callID }` for a sideband on that call. */
+async function connect(baseURL, apiKey, ca, target = 'echo') {
   const client = new OpenAI({ apiKey, baseURL, maxRetries: 0, timeout: 10_000 });
-  const rt = await OpenAIRealtimeWS.create(client, { model, options: { ca, handshakeTimeout: 5_000 } });
+  const which = typeof target === 'string' ? { model: target } : target;
+  const rt = await OpenAIRealtimeWS.create(client, { ...which, options: { ca, handshakeTimeout: 5_000 } });
   const conn = { rt, client, events: [], errors: [], opened: false, closed: null };
   rt.on('event', (e) => conn.events.push({ t: performance.now(), e }));
   rt.on('error', (err) => conn.errors.push(err));
@@ -276,7 +278,6 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
 
   test('connect-time session: an ek_ key\'s session and calls.create\'s session part are in force from session.created; a bad one is a 400', { timeout: 30_000 }, async () => {
     let conn = null;
-    let sideband = null;
     const GET_WEATHER = {
       type: 'function',
       name: 'get_weather',
@@ -331,12 +332,8 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
       const answer = await backend.realtime.calls.create({ sdp, session: { type: 'realtime', instructions: 'From the call.', tools: [GET_WEATHER] } });
       assert.equal(answer.status, 201);
       const callID = answer.headers.get('location').split('/').pop();
-      const wsClient = new OpenAI({ apiKey: SERVER_KEY, baseURL, maxRetries: 0, timeout: 10_000 });
-      const rt = await OpenAIRealtimeWS.create(wsClient, { callID, options: { ca, handshakeTimeout: 5_000 } });
-      sideband = { rt, events: [], errors: [], closed: null };
-      rt.on('event', (e) => sideband.events.push({ t: performance.now(), e }));
-      rt.on('error', (err) => sideband.errors.push(err));
-      rt.socket.on('close', (code, reason) => (sideband.closed = { code, reason: reason.toString() }));
+      const sideband = await connect(baseURL, SERVER_KEY, ca, { callID });
+      conns.push(sideband);
       const welcome = await waitFor(sideband, 'session.created', { timeoutMs: 5_000 });
       assert.equal(welcome.e.session.instructions, 'From the call.');
       assert.deepEqual(welcome.e.session.tools.map((t) => t.name), ['get_weather']);
@@ -348,24 +345,24 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
     } catch (err) {
       await dump(conn, err);
       throw err;
-    } finally {
-      try {
-        sideband?.rt.close();
-      } catch {
-        /* already closed */
-      }
     }
   });
+
+  /** A tts session over the server key with turn detection off: only text turns make responses. */
+  async function ttsWithoutTurns() {
+    const conn = await connect(baseURL, SERVER_KEY, ca, 'tts');
+    conns.push(conn);
+    await waitFor(conn, 'session.created', { timeoutMs: 5_000 });
+    conn.rt.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
+    await waitFor(conn, 'session.updated', { timeoutMs: 5_000 });
+    return conn;
+  }
 
   test('max_output_tokens cuts a spoken reply: the transcript stops, the audio with it, response.done incomplete', { timeout: 20_000 }, async () => {
     let conn = null;
     try {
-      conn = await connect(baseURL, SERVER_KEY, ca, 'tts');
-      conns.push(conn);
-      await waitFor(conn, 'session.created', { timeoutMs: 5_000 });
+      conn = await ttsWithoutTurns();
       const text = 'one two three four five six seven eight nine ten eleven twelve';
-      conn.rt.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
-      await waitFor(conn, 'session.updated', { timeoutMs: 5_000 });
       conn.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text }] } });
       const from = conn.events.length;
       conn.rt.send({ type: 'response.create', response: { max_output_tokens: 20 } });
@@ -387,11 +384,7 @@ describe('official openai Node client (OpenAIRealtimeWS) over wss:// against voi
   test('an out-of-band text response runs beside a spoken one: tagged by metadata, out of the conversation', { timeout: 20_000 }, async () => {
     let conn = null;
     try {
-      conn = await connect(baseURL, SERVER_KEY, ca, 'tts');
-      conns.push(conn);
-      await waitFor(conn, 'session.created', { timeoutMs: 5_000 });
-      conn.rt.send({ type: 'session.update', session: { type: 'realtime', audio: { input: { turn_detection: null } } } });
-      await waitFor(conn, 'session.updated', { timeoutMs: 5_000 });
+      conn = await ttsWithoutTurns();
       conn.rt.send({ type: 'conversation.item.create', item: { type: 'message', role: 'user', content: [{ type: 'input_text', text: 'please tell me a rather long story about the sea and the wind' }] } });
       const from = conn.events.length;
       conn.rt.send({ type: 'response.create' });
