@@ -365,14 +365,11 @@ impl Call {
 
 /// A stream session's input and output codecs, from its formats.
 fn formats(conv: &Conversation) -> (Codec, Codec) {
-    let audio = &conv.config()["audio"];
-    let codec = |dir: &str| {
-        audio[dir]["format"]["type"]
-            .as_str()
-            .and_then(Codec::from_realtime_format)
-            .unwrap_or(Codec::Pcm24)
+    let audio = &conv.config().audio;
+    let codec = |format: crate::realtime::AudioFormat| {
+        Codec::from_realtime_format(format.name()).unwrap_or(Codec::Pcm24)
     };
-    (codec("input"), codec("output"))
+    (codec(audio.input.format), codec(audio.output.format))
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use crate::realtime::{Action, Conversation};
 /// What a refused event must leave as it was.
 #[derive(PartialEq, Debug)]
 struct Snapshot {
-    config: Value,
+    config: crate::realtime::SessionConfig,
     items: Vec<(String, Value)>,
     active: Option<String>,
 }
@@ -77,7 +77,7 @@ impl Checker {
                         "response.done for a response that is not open"
                     );
                 }
-                "session.updated" => assert_eq!(&v["session"], conv.config()),
+                "session.updated" => assert_eq!(v["session"], conv.session_object()),
                 _ => {}
             }
             frames.push(v);

@@ -27,8 +27,6 @@ pub use kind::ModelKind;
 
 use std::time::Instant;
 
-use serde_json::Value;
-
 /// One encoded audio frame from the caller, in the codec negotiated on the audio m-line (Opus,
 /// or G.711 for telephony clients).
 #[derive(Debug, Clone, Copy)]
@@ -126,10 +124,9 @@ pub struct ResponseContext<'a> {
     pub prompt: Prompt<'a>,
     /// `response.create`'s `instructions`, when given.
     pub instructions: Option<&'a str>,
-    /// The function tools in effect (the response's, else the session's).
-    pub tools: &'a [Value],
-    /// `"auto"`, `"none"`, `"required"` or `{"type":"function","name":…}`.
-    pub tool_choice: &'a Value,
+    /// The tools in effect (the response's, else the session's).
+    pub tools: &'a [tools::Tool],
+    pub tool_choice: &'a tools::ToolChoice,
     pub parallel_tool_calls: bool,
     /// Responses this call started before this one (0 for the first).
     pub index: u64,

@@ -10,10 +10,110 @@
 //! under `"required"`: the stub has what it asked for, and an app that keeps `required` on
 //! would otherwise loop forever. With `parallel_tool_calls: false` at most one tool is called.
 
-use serde_json::Value;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::tool_args::arguments_for;
 use super::{Plan, Prompt, Reply, ResponseContext, ToolCall};
+
+/// A tool as a session or a response declares it: `RealtimeFunctionTool` or `McpTool` in the
+/// `openai` package's types. A key outside them is refused (`deny_unknown_fields`), so a typo
+/// in a tool shows up as an error, not as a tool that never fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase")]
+pub enum Tool {
+    Function(FunctionTool),
+    Mcp(McpTool),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FunctionTool {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// A JSON Schema, read by [`arguments_for`]; kept as the client sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parameters: Option<Value>,
+}
+
+/// A remote MCP server whose tools the model may call. Only `server_label` is required by the
+/// types; the server is reached at `server_url` (a `connector_id` names one of OpenAI's hosted
+/// connectors, which an offline edge cannot reach).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpTool {
+    pub server_label: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authorization: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headers: Option<Map<String, Value>>,
+    /// A list of tool names or a filter object (`tool_names`, `read_only`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_tools: Option<Value>,
+    /// `"always"`, `"never"`, or a filter object (`always`/`never` with `tool_names`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_approval: Option<Value>,
+}
+
+/// `tool_choice`: a mode, or one named function or MCP tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, try_from = "Value")]
+pub enum ToolChoice {
+    Mode(ToolMode),
+    Named(NamedTool),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ToolMode {
+    Auto,
+    None,
+    Required,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+pub enum NamedTool {
+    Function {
+        name: String,
+    },
+    Mcp {
+        server_label: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        name: Option<String>,
+    },
+}
+
+impl Default for ToolChoice {
+    fn default() -> Self {
+        ToolChoice::Mode(ToolMode::Auto)
+    }
+}
+
+/// Through `Value`, so a wrong choice is refused in the service's terms, not serde's "did not
+/// match any variant".
+impl TryFrom<Value> for ToolChoice {
+    type Error = String;
+
+    fn try_from(v: Value) -> Result<Self, String> {
+        match &v {
+            Value::String(_) => serde_json::from_value(v.clone())
+                .map(ToolChoice::Mode)
+                .map_err(|_| format!("{v} (expected 'auto', 'none' or 'required')")),
+            Value::Object(_) => serde_json::from_value(v.clone())
+                .map(ToolChoice::Named)
+                .map_err(|e| format!("{v} ({e})")),
+            _ => Err(format!("{v} (expected a mode or a named tool)")),
+        }
+    }
+}
 
 /// A stub's plan: the tool calls due for this response if any, else `reply`.
 pub fn calls_or_say(ctx: &ResponseContext<'_>, reply: impl FnOnce() -> Reply) -> Plan {
@@ -36,38 +136,39 @@ pub fn calls_for(ctx: &ResponseContext<'_>) -> Vec<ToolCall> {
         Prompt::ToolOutputs(_) | Prompt::Nothing => return Vec::new(),
         Prompt::Idle | Prompt::AppendedAudio { .. } | Prompt::Unreadable => None,
     };
-    let functions: Vec<&Value> = ctx
+    let functions: Vec<&FunctionTool> = ctx
         .tools
         .iter()
-        .filter(|t| t["type"].as_str().is_none_or(|k| k == "function") && t["name"].is_string())
+        .filter_map(|t| match t {
+            Tool::Function(f) => Some(f),
+            Tool::Mcp(_) => None,
+        })
         .collect();
-    let named_in_text: Vec<&Value> = match said {
+    let named_in_text: Vec<&FunctionTool> = match said {
         Some(text) => functions
             .iter()
             .copied()
-            .filter(|t| names(text, t["name"].as_str().unwrap_or_default()))
+            .filter(|t| names(text, &t.name))
             .collect(),
         None => Vec::new(),
     };
-    let mut chosen: Vec<&Value> = match ctx.tool_choice {
-        Value::String(s) if s == "none" => return Vec::new(),
-        Value::String(s) if s == "required" => {
+    let mut chosen: Vec<&FunctionTool> = match ctx.tool_choice {
+        ToolChoice::Mode(ToolMode::None) => return Vec::new(),
+        ToolChoice::Mode(ToolMode::Required) => {
             if named_in_text.is_empty() {
                 functions.first().copied().into_iter().collect()
             } else {
                 named_in_text
             }
         }
-        Value::Object(o) if o.get("type").and_then(Value::as_str) == Some("function") => {
-            let name = o.get("name").and_then(Value::as_str).unwrap_or_default();
-            functions
-                .iter()
-                .copied()
-                .filter(|t| t["name"] == name)
-                .take(1)
-                .collect()
-        }
-        _ => named_in_text,
+        ToolChoice::Named(NamedTool::Function { name }) => functions
+            .iter()
+            .copied()
+            .filter(|t| t.name == *name)
+            .take(1)
+            .collect(),
+        ToolChoice::Named(NamedTool::Mcp { .. }) => Vec::new(),
+        ToolChoice::Mode(ToolMode::Auto) => named_in_text,
     };
     if !ctx.parallel_tool_calls {
         chosen.truncate(1);
@@ -75,8 +176,8 @@ pub fn calls_for(ctx: &ResponseContext<'_>) -> Vec<ToolCall> {
     chosen
         .into_iter()
         .map(|t| ToolCall {
-            name: t["name"].as_str().unwrap_or_default().to_owned(),
-            arguments: arguments_for(&t["parameters"]).to_string(),
+            name: t.name.clone(),
+            arguments: arguments_for(t.parameters.as_ref().unwrap_or(&Value::Null)).to_string(),
         })
         .collect()
 }
@@ -96,7 +197,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn ctx<'a>(prompt: Prompt<'a>, tools: &'a [Value], choice: &'a Value) -> ResponseContext<'a> {
+    fn ctx<'a>(
+        prompt: Prompt<'a>,
+        tools: &'a [Tool],
+        choice: &'a ToolChoice,
+    ) -> ResponseContext<'a> {
         ResponseContext {
             prompt,
             instructions: None,
@@ -107,11 +212,16 @@ mod tests {
         }
     }
 
-    fn tools() -> Vec<Value> {
-        vec![
-            json!({"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "examples": ["Paris"]}}, "required": ["city"]}}),
-            json!({"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}),
-        ]
+    fn tools() -> Vec<Tool> {
+        serde_json::from_value(json!([
+            {"type": "function", "name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string", "examples": ["Paris"]}}, "required": ["city"]}},
+            {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}},
+        ]))
+        .unwrap()
+    }
+
+    fn choice(v: Value) -> ToolChoice {
+        serde_json::from_value(v).unwrap()
     }
 
     fn names_of(calls: &[ToolCall]) -> Vec<&str> {
@@ -120,7 +230,7 @@ mod tests {
 
     #[test]
     fn required_calls_the_named_tools_else_the_first() {
-        let (t, req) = (tools(), json!("required"));
+        let (t, req) = (tools(), choice(json!("required")));
         let calls = calls_for(&ctx(Prompt::Text("hello".into()), &t, &req));
         assert_eq!(names_of(&calls), ["get_weather"]);
         assert_eq!(calls[0].arguments, r#"{"city":"Paris"}"#);
@@ -137,7 +247,7 @@ mod tests {
 
     #[test]
     fn auto_calls_only_what_the_user_names() {
-        let (t, auto) = (tools(), json!("auto"));
+        let (t, auto) = (tools(), choice(json!("auto")));
         assert!(calls_for(&ctx(Prompt::Text("hello".into()), &t, &auto)).is_empty());
         let calls = calls_for(&ctx(
             Prompt::Text("What does GET_TIME say?".into()),
@@ -160,17 +270,25 @@ mod tests {
     #[test]
     fn a_named_function_none_and_tool_outputs() {
         let t = tools();
-        let named = json!({"type": "function", "name": "get_time"});
+        let named = choice(json!({"type": "function", "name": "get_time"}));
         assert_eq!(
             names_of(&calls_for(&ctx(Prompt::Idle, &t, &named))),
             ["get_time"]
         );
-        let none = json!("none");
+        let none = choice(json!("none"));
         assert!(calls_for(&ctx(Prompt::Text("get_time".into()), &t, &none)).is_empty());
         let outputs = Prompt::ToolOutputs(vec![]);
-        assert!(calls_for(&ctx(outputs, &t, &json!("required"))).is_empty());
+        assert!(calls_for(&ctx(outputs, &t, &choice(json!("required")))).is_empty());
         // Only function tools are called.
-        let mcp = [json!({"type": "mcp", "server_label": "x"})];
-        assert!(calls_for(&ctx(Prompt::Text("x".into()), &mcp, &json!("required"))).is_empty());
+        let mcp: Vec<Tool> =
+            serde_json::from_value(json!([{"type": "mcp", "server_label": "x"}])).unwrap();
+        assert!(
+            calls_for(&ctx(
+                Prompt::Text("x".into()),
+                &mcp,
+                &choice(json!("required"))
+            ))
+            .is_empty()
+        );
     }
 }

@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use super::client_event::decode_at;
 use super::client_event::{
     ConversationItemCreate, ConversationItemTruncate, InputAudioBufferAppend, ItemRef,
     RealtimeClientEvent, ResponseCancel, ResponseCreate,
@@ -12,7 +13,10 @@ use super::events::{ClientError, ClientEvent};
 use super::items::{AudioSource, Item, audio_ms, client_item};
 use super::response::ResponseRequest;
 use super::server_event::{ItemInPlace, RealtimeServerEvent};
-use super::session_config::{apply_update, validate_max_tokens, validate_modalities};
+use super::session_config::{
+    AudioFormat, MaxTokens, Modality, SessionUpdate, Voice, check_format, check_max_tokens,
+    check_modalities,
+};
 use super::session_limits::check_update_size;
 use super::{Action, Conversation, SessionType, Transport, input::Pending};
 use crate::model::{self, ModelKind};
@@ -114,8 +118,10 @@ impl Conversation {
     /// A session body over the current config, the model switched if it names another of
     /// ours; nothing changes on an error.
     fn apply_session(&mut self, update: &Value) -> Result<(), ClientError> {
-        let next = apply_update(&self.config, update, self.audio_produced)?;
-        let switch_to = match update["model"].as_str().map(ModelKind::parse) {
+        let update = SessionUpdate::decode(update)?;
+        let named = update.model.clone();
+        let next = self.config.updated(update, self.audio_produced)?;
+        let switch_to = match named.as_deref().map(ModelKind::parse) {
             Some(Err(e)) => return Err(ClientError::invalid("session.model", e)),
             Some(Ok(Some(kind))) if kind != self.model.kind() => {
                 if let ModelKind::Script(name) = &kind {
@@ -138,7 +144,7 @@ impl Conversation {
     /// it). On a WebSocket appended audio *is* the input: the media side decodes it and reports
     /// it like RTP (`on_input_audio`, VAD edges), so here it is only checked.
     fn input_append(&mut self, a: InputAudioBufferAppend) -> Result<(), ClientError> {
-        let ms = audio_ms(&a.audio, &self.config["audio"]["input"]["format"])
+        let ms = audio_ms(&a.audio, self.config.audio.input.format)
             .ok_or_else(|| ClientError::invalid("audio", "not valid base64"))?;
         if self.transport == Transport::WebRtc {
             self.input.appended_ms = self.input.appended_ms.saturating_add(ms);
@@ -184,7 +190,7 @@ impl Conversation {
                 format!("item '{p}' does not exist in the conversation"),
             ));
         }
-        let format = self.config["audio"]["input"]["format"].clone();
+        let format = self.config.audio.input.format;
         let id_hint = raw["id"].as_str().map(str::to_owned);
         if let Some(id) = &id_hint
             && self.items.get(id).is_some()
@@ -195,7 +201,7 @@ impl Conversation {
             )
             .param("item.id"));
         }
-        let item = client_item(raw, || self.new_id("item"), &format)?;
+        let item = client_item(raw, || self.new_id("item"), format)?;
         // As the service does: an output must answer a call the conversation holds, or the
         // model would be handed an answer to nothing.
         if item.value["type"] == "function_call_output" {
@@ -301,7 +307,7 @@ impl Conversation {
     /// Always answered: `response.created` … `response.done`, or an error echoing `event_id`
     /// (the SDK holds every later `response.create` until one of those arrives).
     fn response_create(&mut self, c: ResponseCreate) -> Result<(), ClientError> {
-        if self.session_type == SessionType::Transcription {
+        if self.session_type() == SessionType::Transcription {
             return Err(ClientError::invalid(
                 "type",
                 "a transcription session has no responses; open the WebSocket with ?model= for a conversation",
@@ -309,9 +315,7 @@ impl Conversation {
         }
         let request = self.parse_response_request(c.response.as_ref())?;
         if let Some(active) = &self.active {
-            let text_only = request
-                .text_only
-                .unwrap_or(self.config["output_modalities"][0] == "text");
+            let text_only = request.text_only.unwrap_or(self.config.text_only());
             if request.out_of_band && text_only {
                 self.respond_beside(request);
                 return Ok(());
@@ -329,98 +333,51 @@ impl Conversation {
     }
 
     fn parse_response_request(&self, raw: Option<&Value>) -> Result<ResponseRequest, ClientError> {
-        let mut req = ResponseRequest::default();
-        let r = match raw {
-            None | Some(Value::Null) => return Ok(req),
-            Some(Value::Object(r)) => r,
-            Some(_) => return Err(ClientError::wrong_type("response", "an object")),
+        let p: ResponseParams = match raw {
+            None | Some(Value::Null) => return Ok(ResponseRequest::default()),
+            Some(r) => decode_at("response", r.clone())?,
         };
-        refuse_unknown_response_keys(r)?;
-        match r.get("conversation") {
-            None | Some(Value::Null) => {}
-            Some(v) if v == "auto" => {}
-            Some(v) if v == "none" => req.out_of_band = true,
-            Some(v) => return Err(ClientError::invalid("response.conversation", v)),
+        if let Some(m) = &p.output_modalities {
+            check_modalities(m, "response.output_modalities")?;
         }
-        match r.get("instructions") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) => req.instructions = Some(s.clone()),
-            Some(_) => return Err(ClientError::wrong_type("response.instructions", "a string")),
+        if let Some(m) = p.max_output_tokens {
+            check_max_tokens(m, "response.max_output_tokens")?;
         }
-        if let Some(m) = r.get("output_modalities").filter(|v| !v.is_null()) {
-            validate_modalities(m, "response.output_modalities")?;
-            req.text_only = Some(m[0] == "text");
+        let output = p.audio.and_then(|a| a.output).unwrap_or_default();
+        if let Some(f) = output.format {
+            check_format(f, "response.audio.output.format")?;
         }
-        match &r.get("audio").unwrap_or(&Value::Null)["output"]["voice"] {
-            Value::Null => {}
-            Value::String(v) => req.voice = Some(v.clone()),
-            Value::Object(v) if v.get("id").is_some_and(Value::is_string) => {
-                req.voice = Some(v["id"].as_str().unwrap_or_default().to_owned());
-            }
-            other => return Err(ClientError::invalid("response.audio.output.voice", other)),
+        if let Some(m) = &p.metadata
+            && m.len() > 16
+        {
+            return Err(ClientError::invalid(
+                "response.metadata",
+                format!("{} keys (at most 16)", m.len()),
+            ));
         }
-        match r.get("metadata") {
-            None | Some(Value::Null) => {}
-            Some(Value::Object(m)) if m.len() <= 16 => {
-                req.metadata = Some(Value::Object(m.clone()))
-            }
-            Some(other) => return Err(ClientError::invalid("response.metadata", other)),
-        }
-        if let Some(m) = r.get("max_output_tokens").filter(|v| !v.is_null()) {
-            validate_max_tokens(m, "response.max_output_tokens")?;
-            req.max_output_tokens = Some(m.clone());
-        }
-        match r.get("input") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(items)) => req.input = Some(self.resolve_input(items)?),
-            Some(_) => return Err(ClientError::wrong_type("response.input", "an array")),
-        }
-        match r.get("tools") {
-            None | Some(Value::Null) => {}
-            Some(Value::Array(tools)) => {
-                if let Some(i) = tools.iter().position(|t| !t.is_object()) {
-                    return Err(ClientError::wrong_type(
-                        &format!("response.tools[{i}]"),
-                        "an object",
-                    ));
-                }
-                req.tools = Some(tools.clone());
-            }
-            Some(_) => return Err(ClientError::wrong_type("response.tools", "an array")),
-        }
-        match r.get("tool_choice") {
-            None | Some(Value::Null) => {}
-            Some(Value::String(s)) if ["auto", "none", "required"].contains(&s.as_str()) => {
-                req.tool_choice = Some(Value::from(s.as_str()));
-            }
-            Some(v @ Value::Object(_)) => req.tool_choice = Some(v.clone()),
-            Some(other) => return Err(ClientError::invalid("response.tool_choice", other)),
-        }
-        match r.get("parallel_tool_calls") {
-            None | Some(Value::Null) => {}
-            Some(Value::Bool(b)) => req.parallel_tool_calls = Some(*b),
-            Some(_) => {
-                return Err(ClientError::wrong_type(
-                    "response.parallel_tool_calls",
-                    "a boolean",
-                ));
-            }
-        }
-        for key in ["prompt", "reasoning"] {
-            if !matches!(r.get(key), None | Some(Value::Null | Value::Object(_))) {
-                return Err(ClientError::wrong_type(
-                    &format!("response.{key}"),
-                    "an object or null",
-                ));
-            }
-        }
-        Ok(req)
+        let input = match &p.input {
+            Some(items) => Some(self.resolve_input(items)?),
+            None => None,
+        };
+        Ok(ResponseRequest {
+            instructions: p.instructions,
+            text_only: p.output_modalities.map(|m| m == [Modality::Text]),
+            voice: output.voice.map(|v| v.name().to_owned()),
+            metadata: p.metadata,
+            max_output_tokens: p.max_output_tokens,
+            out_of_band: p.conversation == Some(ConversationMode::None),
+            input,
+            tools: p.tools,
+            tool_choice: p.tool_choice,
+            parallel_tool_calls: p.parallel_tool_calls,
+            beside: false,
+        })
     }
 
     /// `response.input` items: references to conversation items, or inline items (validated
     /// like `conversation.item.create`, never stored).
     fn resolve_input(&self, raw: &[Value]) -> Result<Vec<Item>, ClientError> {
-        let format = &self.config["audio"]["input"]["format"];
+        let format = self.config.audio.input.format;
         raw.iter()
             .enumerate()
             .map(|(i, v)| {
@@ -468,44 +425,46 @@ impl Conversation {
     }
 }
 
-/// The fields of `RealtimeResponseCreateParams` (the `openai` package's types), and of its
-/// `audio.output`.
-const RESPONSE_KEYS: &[&str] = &[
-    "audio",
-    "conversation",
-    "input",
-    "instructions",
-    "max_output_tokens",
-    "metadata",
-    "output_modalities",
-    "parallel_tool_calls",
-    "prompt",
-    "reasoning",
-    "tool_choice",
-    "tools",
-];
-const RESPONSE_AUDIO_OUTPUT_KEYS: &[&str] = &["format", "voice"];
+/// `RealtimeResponseCreateParams` (the `openai` package's types): a key it does not have is
+/// refused with its path (`unknown_parameter`), as `session.update` refuses one, rather than
+/// ignored: a typo must not look like a default. `null` is the same as absent: the session's.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ResponseParams {
+    conversation: Option<ConversationMode>,
+    instructions: Option<String>,
+    output_modalities: Option<Vec<Modality>>,
+    audio: Option<ResponseAudio>,
+    metadata: Option<serde_json::Map<String, Value>>,
+    max_output_tokens: Option<MaxTokens>,
+    /// Item references or inline items, resolved against the conversation.
+    input: Option<Vec<Value>>,
+    tools: Option<Vec<crate::model::tools::Tool>>,
+    tool_choice: Option<crate::model::tools::ToolChoice>,
+    parallel_tool_calls: Option<bool>,
+    /// Accepted for the round trip of an SDK's config; nothing here acts on them.
+    prompt: Option<serde_json::Map<String, Value>>,
+    reasoning: Option<serde_json::Map<String, Value>>,
+}
 
-/// A key `response.create` does not have is refused, as `session.update` refuses one (the
-/// service's `unknown_parameter`), rather than ignored: a typo must not look like a default.
-fn refuse_unknown_response_keys(r: &serde_json::Map<String, Value>) -> Result<(), ClientError> {
-    let unknown = |param: String| Err(ClientError::unknown_parameter(param));
-    if let Some(key) = r.keys().find(|k| !RESPONSE_KEYS.contains(&k.as_str())) {
-        return unknown(format!("response.{key}"));
-    }
-    if let Some(Value::Object(audio)) = r.get("audio") {
-        if let Some(key) = audio.keys().find(|k| *k != "output") {
-            return unknown(format!("response.audio.{key}"));
-        }
-        if let Some(Value::Object(output)) = audio.get("output")
-            && let Some(key) = output
-                .keys()
-                .find(|k| !RESPONSE_AUDIO_OUTPUT_KEYS.contains(&k.as_str()))
-        {
-            return unknown(format!("response.audio.output.{key}"));
-        }
-    }
-    Ok(())
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ConversationMode {
+    Auto,
+    None,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ResponseAudio {
+    output: Option<ResponseAudioOutput>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ResponseAudioOutput {
+    format: Option<AudioFormat>,
+    voice: Option<Voice>,
 }
 
 fn not_found(id: &str) -> ClientError {

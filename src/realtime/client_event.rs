@@ -142,10 +142,23 @@ impl RealtimeClientEvent {
 /// been stable across its releases, and a shape not recognised still gives an `invalid_value`
 /// naming the field.
 pub(crate) fn fields<T: DeserializeOwned>(body: Value) -> Result<T, ClientError> {
-    serde_path_to_error::deserialize(body).map_err(|e| {
-        let path = e.path().to_string();
+    decode_at("", body)
+}
+
+/// `value` as `T`, the error's `param` the path of what was wrong under `prefix` (`session`
+/// gives `session.audio.input.format`). A key a `deny_unknown_fields` type does not have is
+/// the service's `unknown_parameter`.
+pub(crate) fn decode_at<T: DeserializeOwned>(prefix: &str, value: Value) -> Result<T, ClientError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let inner = e.path().to_string();
+        let path = match (prefix, inner.as_str()) {
+            (p, "." | "") => p.to_owned(),
+            ("", i) => i.to_owned(),
+            (p, i) if i.starts_with('[') => format!("{p}{i}"),
+            (p, i) => format!("{p}.{i}"),
+        };
         let at = |field: &str| match path.as_str() {
-            "." | "" => field.to_owned(),
+            "" => field.to_owned(),
             p => format!("{p}.{field}"),
         };
         let message = e.into_inner().to_string();
@@ -155,6 +168,15 @@ pub(crate) fn fields<T: DeserializeOwned>(body: Value) -> Result<T, ClientError>
         {
             return ClientError::missing(&at(field));
         }
+        // The path ends at the unknown key, except inside a tagged enum, whose content serde
+        // buffers before the path can follow it.
+        if let Some(field) = message
+            .strip_prefix("unknown field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            let ends_at_it = path == field || path.ends_with(&format!(".{field}"));
+            return ClientError::unknown_parameter(if ends_at_it { path } else { at(field) });
+        }
         if message.starts_with("invalid type: null") {
             return ClientError::missing(&path);
         }
@@ -162,7 +184,10 @@ pub(crate) fn fields<T: DeserializeOwned>(body: Value) -> Result<T, ClientError>
             let expected = message.rsplit(", expected ").next().unwrap_or("");
             let expected = match expected {
                 "u64" | "u32" | "usize" => "a non-negative integer",
+                "f64" => "a number",
+                "a boolean" | "a string" | "an object" | "an array" => expected,
                 "a map" => "an object",
+                e if e.starts_with("struct ") || e.contains("tagged enum") => "an object",
                 "a sequence" => "an array",
                 other => other,
             };

@@ -4,6 +4,7 @@ use base64::Engine;
 use serde_json::{Map, Value, json};
 
 use super::events::{ClientError, required_str};
+use super::session_config::AudioFormat;
 
 /// Oldest items are dropped beyond this, silently, the way the service truncates context; it
 /// bounds a call's memory however long it runs.
@@ -181,7 +182,7 @@ pub(super) fn assistant_item(id: &str) -> Item {
 pub(super) fn client_item(
     raw: &Value,
     new_id: impl FnOnce() -> String,
-    input_format: &Value,
+    input_format: AudioFormat,
 ) -> Result<Item, ClientError> {
     let Value::Object(raw) = raw else {
         return Err(ClientError::missing("item"));
@@ -260,7 +261,7 @@ fn content_part(
     part: &Value,
     allowed: &[&str],
     param: &str,
-    input_format: &Value,
+    input_format: AudioFormat,
 ) -> Result<(Value, u64), ClientError> {
     let Value::Object(part) = part else {
         return Err(ClientError::wrong_type(param, "an object"));
@@ -305,13 +306,10 @@ fn content_part(
 }
 
 /// Duration of base64 audio in the session's input format (PCM16 24 kHz, or 8 kHz G.711).
-pub(super) fn audio_ms(b64: &str, format: &Value) -> Option<u64> {
+pub(super) fn audio_ms(b64: &str, format: AudioFormat) -> Option<u64> {
     let bytes = base64::engine::general_purpose::STANDARD
         .decode(b64.trim())
         .ok()?
         .len() as u64;
-    Some(match format["type"].as_str() {
-        Some("audio/pcmu" | "audio/pcma") => bytes / 8,
-        _ => bytes / 48,
-    })
+    Some(bytes / format.bytes_per_ms())
 }

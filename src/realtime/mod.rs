@@ -41,7 +41,7 @@ mod turn_detection;
 #[cfg(test)]
 mod tests;
 
-pub use session_config::TurnDetection;
+pub use session_config::{AudioFormat, SessionConfig, TurnDetection};
 // The Live engine reports its refusals in the same terms (see `crate::live`).
 pub use client_event::RealtimeClientEvent;
 pub use events::{ClientError, ClientEvent};
@@ -96,18 +96,28 @@ pub enum Transport {
 /// What a session is for: a conversation (`type: "realtime"`) or transcription only
 /// (`type: "transcription"`, a WebSocket opened with `?intent=transcription`), whose turns are
 /// transcribed and never answered.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SessionType {
     #[default]
     Realtime,
     Transcription,
 }
 
+impl SessionType {
+    pub fn name(self) -> &'static str {
+        match self {
+            SessionType::Realtime => "realtime",
+            SessionType::Transcription => "transcription",
+        }
+    }
+}
+
 /// One call's Realtime protocol state. See the module docs.
 pub struct Conversation {
     session_id: String,
     conversation_id: String,
-    config: Value,
+    config: SessionConfig,
     model: Box<dyn Model>,
     /// Responses started so far: a response's index, which scripts match on.
     responses_started: u64,
@@ -125,7 +135,6 @@ pub struct Conversation {
     opened: bool,
     next_id: u64,
     transport: Transport,
-    session_type: SessionType,
 }
 
 impl Conversation {
@@ -139,7 +148,7 @@ impl Conversation {
             None => format!("conv_{session_id}"),
         };
         Conversation {
-            config: session_config::default_config(&session_id, &model.to_string()),
+            config: SessionConfig::new(&session_id, &model.to_string()),
             model: crate::model::build(model),
             responses_started: 0,
             session_id,
@@ -154,7 +163,6 @@ impl Conversation {
             opened: false,
             next_id: 0,
             transport: Transport::WebRtc,
-            session_type: SessionType::Realtime,
         }
     }
 
@@ -170,57 +178,50 @@ impl Conversation {
     /// Makes this a transcription session (see [`SessionType`]): transcription on by default,
     /// responses never started. Set before the first event.
     pub fn set_transcription_only(&mut self) {
-        self.session_type = SessionType::Transcription;
-        self.config["type"] = Value::from("transcription");
-        self.config["audio"]["input"]["transcription"] =
-            serde_json::json!({ "model": "gpt-4o-transcribe", "language": null, "prompt": "" });
+        self.config.kind = SessionType::Transcription;
+        self.config.audio.input.transcription = Some(session_config::Transcription {
+            model: Some("gpt-4o-transcribe".into()),
+            language: None,
+            prompt: Some(String::new()),
+        });
     }
 
     pub fn session_type(&self) -> SessionType {
-        self.session_type
+        self.config.kind
     }
 
     /// The session object as the client sees it: the whole effective config for a realtime
     /// session; for a transcription session the fields its type has.
     pub(crate) fn session_object(&self) -> Value {
-        match self.session_type {
-            SessionType::Realtime => self.config.clone(),
-            SessionType::Transcription => {
-                let c = &self.config;
-                let input = &c["audio"]["input"];
-                let mut v = serde_json::json!({
-                    "type": "transcription",
-                    "object": "realtime.transcription_session",
-                    "id": c["id"],
-                    "include": c["include"],
-                    "audio": {"input": {
-                        "format": input["format"],
-                        "transcription": input["transcription"],
-                        "noise_reduction": input["noise_reduction"],
-                        "turn_detection": input["turn_detection"],
-                    }},
-                });
-                if !c["expires_at"].is_null() {
-                    v["expires_at"] = c["expires_at"].clone();
-                }
-                v
-            }
-        }
+        let c = &self.config;
+        let object = match c.kind {
+            SessionType::Realtime => serde_json::to_value(c),
+            SessionType::Transcription => serde_json::to_value(TranscriptionSession {
+                kind: SessionType::Transcription,
+                object: "realtime.transcription_session",
+                id: &c.id,
+                expires_at: c.expires_at,
+                include: &c.include,
+                audio: TranscriptionAudio {
+                    input: &c.audio.input,
+                },
+            }),
+        };
+        object.expect("a session serialises")
     }
 
     /// The session's `expires_at` (unix seconds). The engine has no clock, so the transport sets
     /// it; until then the field is absent, as the types allow.
     pub fn set_expires_at(&mut self, unix_secs: u64) {
-        self.config["expires_at"] = Value::from(unix_secs);
+        self.config.expires_at = Some(unix_secs);
     }
 
     /// The session's `audio.input.format` and `audio.output.format` (`audio/pcmu`, `audio/pcma`):
     /// a G.711 call's audio is that on the wire, and a client may read it back. Set before the
     /// channel opens, so `session.created` says it.
-    pub fn set_audio_format(&mut self, format: &str) {
-        for dir in ["input", "output"] {
-            self.config["audio"][dir]["format"] = serde_json::json!({ "type": format });
-        }
+    pub fn set_audio_format(&mut self, format: AudioFormat) {
+        self.config.audio.input.format = format;
+        self.config.audio.output.format = format;
     }
 
     /// Emits `session.created` once, with the full effective config.
@@ -261,12 +262,12 @@ impl Conversation {
     /// `None` when `turn_detection` is null: then the media side's VAD edges only bound manual
     /// commits and never start responses or barge-in.
     pub fn turn_detection(&self) -> Option<TurnDetection> {
-        session_config::turn_detection(&self.config)
+        self.config.turn_detection()
     }
 
     /// The model name as last configured (recorded verbatim).
     pub fn model(&self) -> &str {
-        self.config["model"].as_str().unwrap_or("echo")
+        &self.config.model
     }
 
     /// The model answering now (the call's, or the last one `session.update` named).
@@ -281,11 +282,11 @@ impl Conversation {
 
     /// The voice name; a `{id}` voice object yields its id.
     pub fn voice(&self) -> &str {
-        session_config::voice_name(&self.config["audio"]["output"]["voice"])
+        self.config.audio.output.voice.name()
     }
 
-    /// The full effective session object, as sent in `session.updated`.
-    pub fn config(&self) -> &Value {
+    /// The full effective session, as sent in `session.updated`.
+    pub fn config(&self) -> &SessionConfig {
         &self.config
     }
 
@@ -318,4 +319,23 @@ impl Conversation {
             }
         }
     }
+}
+
+/// A transcription session as the client sees it: the fields its type has, borrowed from the
+/// effective config.
+#[derive(serde::Serialize)]
+struct TranscriptionSession<'a> {
+    #[serde(rename = "type")]
+    kind: SessionType,
+    object: &'static str,
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<u64>,
+    include: &'a Option<Vec<String>>,
+    audio: TranscriptionAudio<'a>,
+}
+
+#[derive(serde::Serialize)]
+struct TranscriptionAudio<'a> {
+    input: &'a session_config::AudioInput,
 }

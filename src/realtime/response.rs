@@ -24,15 +24,15 @@ pub(super) struct ResponseRequest {
     pub instructions: Option<String>,
     pub text_only: Option<bool>,
     pub voice: Option<String>,
-    pub metadata: Option<Value>,
-    pub max_output_tokens: Option<Value>,
+    pub metadata: Option<serde_json::Map<String, Value>>,
+    pub max_output_tokens: Option<super::session_config::MaxTokens>,
     /// `conversation: "none"`: an out-of-band response whose item is not added.
     pub out_of_band: bool,
     /// `input`: the items an out-of-band response answers instead of the conversation.
     pub input: Option<Vec<super::items::Item>>,
     /// `tools` / `tool_choice` for this response only (the session's otherwise).
-    pub tools: Option<Vec<Value>>,
-    pub tool_choice: Option<Value>,
+    pub tools: Option<Vec<crate::model::tools::Tool>>,
+    pub tool_choice: Option<crate::model::tools::ToolChoice>,
     /// `parallel_tool_calls` for this response only (the session's otherwise).
     pub parallel_tool_calls: Option<bool>,
     /// It runs beside the active response (see `Conversation::respond_beside`): no plan delay.

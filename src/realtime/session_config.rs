@@ -1,54 +1,284 @@
-//! The effective session object and the `session.update` rules.
+//! The effective session and the `session.update` rules, as types.
 //!
-//! The config is kept as the JSON the client sees, because `session.created`/`session.updated`
-//! must carry the *full effective* object and fields we do not act on (`prompt`, `reasoning`,
-//! `turn_detection.model_version`, …) must survive a round trip. Typed views
-//! ([`TurnDetection`], [`voice_name`]) are read from it on demand.
+//! [`SessionConfig`] is the session `session.created`/`session.updated` carry, whole: every
+//! field of `RealtimeSessionCreateRequest` in the `openai` types (npm 7.59.0,
+//! `resources/realtime/realtime.d.ts`; the GA API) is a typed field, so what the engine acts on
+//! is read from a type, not looked up in JSON. A [`SessionUpdate`] is an update as decoded:
+//! `deny_unknown_fields` at every level refuses a key the types do not have with its path
+//! (`unknown_parameter`, `session.audio.input.gain`), as the service refuses it, so an update
+//! cannot grow the session with keys of its choosing and a typo is an error, not a default.
 //!
-//! What is kept is bounded: a key outside the session types is refused, as the service refuses
-//! it (`unknown_parameter`), rather than stored for the life of the call, and the merged session
-//! must fit the limits of [`super::session_limits`]. The one open object is `turn_detection`,
-//! whose unknown keys the SDK passes through; the whole-session bound covers it.
+//! Fields the engine does not act on (`prompt`, `reasoning`, `tracing`'s object) are kept as
+//! the client sent them, for the round trip. The one open object is `turn_detection`, whose
+//! unknown keys the SDK passes through (`model_version`); they are kept in its `extra`, bounded
+//! by the whole-session limit of [`super::session_limits`].
 
-use serde_json::{Map, Value, json};
+use serde::de::{Deserializer, IgnoredAny};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
+use super::SessionType;
+use super::client_event::decode_at;
 use super::events::ClientError;
 use super::session_limits::check_session;
+use crate::model::tools::{Tool, ToolChoice};
 
-/// The keys of a `session.update`'s session: `RealtimeSessionCreateRequest` in the `openai`
-/// types (npm 7.59.0, `resources/realtime/realtime.d.ts`; the GA API). `@openai/agents-realtime`
-/// 0.20.0 sends `type`, `model`, `instructions`, `output_modalities`, `audio`, `tool_choice`,
-/// `tools`, `tracing`, and when configured `parallel_tool_calls`, `reasoning` and `prompt`.
-const SESSION_KEYS: &[&str] = &[
-    "type",
-    "audio",
-    "include",
-    "instructions",
-    "max_output_tokens",
-    "model",
-    "output_modalities",
-    "parallel_tool_calls",
-    "prompt",
-    "reasoning",
-    "tool_choice",
-    "tools",
-    "tracing",
-    "truncation",
-];
+/// The whole effective session, as the client sees it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SessionConfig {
+    #[serde(rename = "type")]
+    pub kind: SessionType,
+    pub object: &'static str,
+    pub id: String,
+    /// Set by the transport (the engine has no clock); absent until then, as the types allow.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<u64>,
+    /// Recorded verbatim; only our names switch the model (see `Conversation::new`).
+    pub model: String,
+    /// Exactly one: the service never produces audio and text at once.
+    pub output_modalities: Vec<Modality>,
+    pub instructions: String,
+    pub tools: Vec<Tool>,
+    pub tool_choice: ToolChoice,
+    pub max_output_tokens: MaxTokens,
+    pub tracing: Option<Tracing>,
+    pub truncation: Truncation,
+    pub prompt: Option<Map<String, Value>>,
+    pub include: Option<Vec<String>>,
+    /// Absent until a client sets it: the types give no default, and `true` is what is done.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parallel_tool_calls: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reasoning: Option<Map<String, Value>>,
+    pub audio: AudioConfig,
+}
 
-/// The server's fields of a session object (`RealtimeSessionCreateResponse`): accepted so that a
-/// client may send back a session it was given, and ignored.
-const SERVER_KEYS: &[&str] = &["id", "object", "expires_at"];
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Modality {
+    Audio,
+    Text,
+}
 
-/// `RealtimeAudioConfig` and its `input`/`output`, the objects an update merges key by key.
-const AUDIO_KEYS: &[&str] = &["input", "output"];
-const AUDIO_INPUT_KEYS: &[&str] = &[
-    "format",
-    "noise_reduction",
-    "transcription",
-    "turn_detection",
-];
-const AUDIO_OUTPUT_KEYS: &[&str] = &["format", "speed", "voice"];
+/// `max_output_tokens`: a count, or `"inf"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MaxTokens {
+    Inf,
+    Limit(u32),
+}
+
+/// `tracing`: `"auto"` or a configuration object, kept as sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Tracing {
+    Auto(AutoLiteral),
+    Config(Map<String, Value>),
+}
+
+/// The literal `"auto"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AutoLiteral {
+    #[serde(rename = "auto")]
+    Auto,
+}
+
+/// `truncation`: `"auto"`, `"disabled"` or a retention object, kept as sent.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Truncation {
+    Mode(TruncationMode),
+    Config(Map<String, Value>),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TruncationMode {
+    Auto,
+    Disabled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AudioConfig {
+    pub input: AudioInput,
+    pub output: AudioOutput,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AudioInput {
+    pub format: AudioFormat,
+    pub transcription: Option<Transcription>,
+    pub noise_reduction: Option<NoiseReduction>,
+    pub turn_detection: Option<TurnDetectionConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AudioOutput {
+    pub format: AudioFormat,
+    pub voice: Voice,
+    pub speed: f64,
+}
+
+/// The format of base64 audio in events (not of RTP, though clients set it on WebRTC too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", deny_unknown_fields)]
+pub enum AudioFormat {
+    #[serde(rename = "audio/pcm")]
+    Pcm {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        rate: Option<u32>,
+    },
+    #[serde(rename = "audio/pcmu")]
+    Pcmu,
+    #[serde(rename = "audio/pcma")]
+    Pcma,
+}
+
+impl AudioFormat {
+    pub const PCM_24K: AudioFormat = AudioFormat::Pcm { rate: Some(24_000) };
+
+    /// Its `type`, as `Codec::from_realtime_format` reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            AudioFormat::Pcm { .. } => "audio/pcm",
+            AudioFormat::Pcmu => "audio/pcmu",
+            AudioFormat::Pcma => "audio/pcma",
+        }
+    }
+
+    /// The format named by its `type` (PCM at 24 kHz).
+    pub fn from_name(name: &str) -> Option<AudioFormat> {
+        match name {
+            "audio/pcm" => Some(AudioFormat::PCM_24K),
+            "audio/pcmu" => Some(AudioFormat::Pcmu),
+            "audio/pcma" => Some(AudioFormat::Pcma),
+            _ => None,
+        }
+    }
+
+    /// Bytes per millisecond of its audio (16-bit 24 kHz PCM, or 8-bit 8 kHz G.711).
+    pub fn bytes_per_ms(self) -> u64 {
+        match self {
+            AudioFormat::Pcm { .. } => 48,
+            AudioFormat::Pcmu | AudioFormat::Pcma => 8,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Transcription {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+/// The types make `type` optional: `{}` is a valid noise reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoiseReduction {
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<NoiseKind>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NoiseKind {
+    NearField,
+    FarField,
+}
+
+/// A built-in voice's name, or a custom voice `{id}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Voice {
+    Name(String),
+    Custom { id: String },
+}
+
+impl Voice {
+    /// Responses carry a voice as a string (the SDK's schema wants one): a custom voice's id.
+    pub fn name(&self) -> &str {
+        match self {
+            Voice::Name(n) => n,
+            Voice::Custom { id } => id,
+        }
+    }
+}
+
+/// `turn_detection`, complete (an update's fields merged over the current settings or the
+/// type's defaults, see [`merge_turn_detection`]), with the keys the types do not name kept.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TurnDetectionConfig {
+    ServerVad(ServerVad),
+    SemanticVad(SemanticVad),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerVad {
+    pub threshold: f64,
+    pub prefix_padding_ms: u32,
+    pub silence_duration_ms: u32,
+    pub create_response: bool,
+    pub interrupt_response: bool,
+    pub idle_timeout_ms: Option<u32>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SemanticVad {
+    pub eagerness: Eagerness,
+    pub create_response: bool,
+    pub interrupt_response: bool,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Eagerness {
+    Low,
+    Medium,
+    High,
+    Auto,
+}
+
+/// The real service's defaults (docs/realtime-protocol.md §5); no client package states the
+/// `create_response`/`interrupt_response` defaults, so they are true, as the service is believed
+/// to do.
+impl TurnDetectionConfig {
+    fn server_vad() -> Self {
+        TurnDetectionConfig::ServerVad(ServerVad {
+            threshold: 0.5,
+            prefix_padding_ms: 300,
+            silence_duration_ms: 500,
+            create_response: true,
+            interrupt_response: true,
+            idle_timeout_ms: None,
+            extra: Map::new(),
+        })
+    }
+
+    fn semantic_vad() -> Self {
+        TurnDetectionConfig::SemanticVad(SemanticVad {
+            eagerness: Eagerness::Auto,
+            create_response: true,
+            interrupt_response: true,
+            extra: Map::new(),
+        })
+    }
+
+    fn type_name(&self) -> &'static str {
+        match self {
+            TurnDetectionConfig::ServerVad(_) => "server_vad",
+            TurnDetectionConfig::SemanticVad(_) => "semantic_vad",
+        }
+    }
+}
 
 /// The turn-detection settings the media side's VAD should use.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,386 +293,378 @@ pub struct TurnDetection {
     pub idle_timeout_ms: Option<u32>,
 }
 
-/// The real service's defaults (docs/realtime-protocol.md §5); no client package states the
-/// `create_response`/`interrupt_response` defaults, so they are true, as the service is believed
-/// to do.
-fn server_vad_defaults() -> Value {
-    json!({
-        "type": "server_vad",
-        "threshold": 0.5,
-        "prefix_padding_ms": 300,
-        "silence_duration_ms": 500,
-        "create_response": true,
-        "interrupt_response": true,
-        "idle_timeout_ms": null
-    })
-}
-
-fn semantic_vad_defaults() -> Value {
-    json!({
-        "type": "semantic_vad",
-        "eagerness": "auto",
-        "create_response": true,
-        "interrupt_response": true
-    })
-}
-
-pub(super) fn default_config(session_id: &str, model: &str) -> Value {
-    json!({
-        "type": "realtime",
-        "object": "realtime.session",
-        "id": session_id,
-        "model": model,
-        "output_modalities": ["audio"],
-        "instructions": "",
-        "tools": [],
-        "tool_choice": "auto",
-        "max_output_tokens": "inf",
-        "tracing": null,
-        "truncation": "auto",
-        "prompt": null,
-        "include": null,
-        "audio": {
-            "input": {
-                "format": {"type": "audio/pcm", "rate": 24000},
-                "transcription": null,
-                "noise_reduction": null,
-                "turn_detection": server_vad_defaults()
+impl SessionConfig {
+    pub(super) fn new(session_id: &str, model: &str) -> Self {
+        SessionConfig {
+            kind: SessionType::Realtime,
+            object: "realtime.session",
+            id: session_id.to_owned(),
+            expires_at: None,
+            model: model.to_owned(),
+            output_modalities: vec![Modality::Audio],
+            instructions: String::new(),
+            tools: Vec::new(),
+            tool_choice: ToolChoice::default(),
+            max_output_tokens: MaxTokens::Inf,
+            tracing: None,
+            truncation: Truncation::Mode(TruncationMode::Auto),
+            prompt: None,
+            include: None,
+            parallel_tool_calls: None,
+            reasoning: None,
+            audio: AudioConfig {
+                input: AudioInput {
+                    format: AudioFormat::PCM_24K,
+                    transcription: None,
+                    noise_reduction: None,
+                    turn_detection: Some(TurnDetectionConfig::server_vad()),
+                },
+                output: AudioOutput {
+                    format: AudioFormat::PCM_24K,
+                    voice: Voice::Name("alloy".into()),
+                    speed: 1.0,
+                },
             },
-            "output": {
-                "format": {"type": "audio/pcm", "rate": 24000},
-                "voice": "alloy",
-                "speed": 1.0
-            }
         }
-    })
-}
+    }
 
-/// Applies a `session.update` body and returns the new effective config, or an error and no
-/// change at all (validation runs on the merged result before anything is committed).
-///
-/// Merge rules: the session, `audio`, `audio.input` and `audio.output` objects merge key by
-/// key; every other value replaces (so `null` clears, `[]` empties `tools`, and a new `format`
-/// does not inherit the old `rate`). `turn_detection` merges into the current settings when the
-/// type is unchanged and starts from that type's defaults when it changes, so
-/// `{type:"semantic_vad"}` becomes a complete semantic config. `id`, `object` and `expires_at`
-/// are the server's and are ignored. A key outside the session types is refused. `voice_locked`
-/// refuses a voice change once assistant audio exists, as the service documents.
-pub(super) fn apply_update(
-    current: &Value,
-    update: &Value,
-    voice_locked: bool,
-) -> Result<Value, ClientError> {
-    let Value::Object(update) = update else {
-        return Err(ClientError::wrong_type("session", "an object"));
-    };
-    refuse_unknown_keys(update)?;
-    let mut next = current.clone();
-    let Value::Object(cfg) = &mut next else {
-        unreachable!("the config is always an object");
-    };
-    for (key, value) in update {
-        match key.as_str() {
-            "id" | "object" | "expires_at" => {}
-            "audio" => merge_audio(cfg, value)?,
-            _ => {
-                cfg.insert(key.clone(), value.clone());
-            }
-        }
+    /// Reads the effective turn detection. `semantic_vad` is served by the same energy VAD,
+    /// with its eagerness mapped to a silence wait (high 300 ms, medium/auto 500 ms, low
+    /// 1000 ms): the real semantic model ends turns by meaning within 2/4/8 s caps that a VAD
+    /// cannot reproduce, so the mapping keeps the ordering of eagerness levels and the
+    /// server_vad default feel.
+    pub(super) fn turn_detection(&self) -> Option<TurnDetection> {
+        let td = self.audio.input.turn_detection.as_ref()?;
+        let kind = td.type_name().to_owned();
+        Some(match td {
+            TurnDetectionConfig::ServerVad(v) => TurnDetection {
+                kind,
+                threshold: v.threshold as f32,
+                prefix_padding_ms: v.prefix_padding_ms,
+                silence_duration_ms: v.silence_duration_ms,
+                create_response: v.create_response,
+                interrupt_response: v.interrupt_response,
+                idle_timeout_ms: v.idle_timeout_ms,
+            },
+            TurnDetectionConfig::SemanticVad(v) => TurnDetection {
+                kind,
+                threshold: 0.5,
+                prefix_padding_ms: 300,
+                silence_duration_ms: match v.eagerness {
+                    Eagerness::High => 300,
+                    Eagerness::Low => 1000,
+                    Eagerness::Medium | Eagerness::Auto => 500,
+                },
+                create_response: v.create_response,
+                interrupt_response: v.interrupt_response,
+                idle_timeout_ms: None,
+            },
+        })
     }
-    validate(&next)?;
-    if next["type"] != current["type"] {
-        return Err(ClientError::invalid(
-            "session.type",
-            format!(
-                "this connection's session is '{}'; its type cannot change",
-                current["type"].as_str().unwrap_or("realtime")
-            ),
-        ));
-    }
-    check_session(&next)?;
-    if voice_locked && current["audio"]["output"]["voice"] != next["audio"]["output"]["voice"] {
-        return Err(ClientError::new(
-            "cannot_update_voice",
-            "Cannot update a conversation's voice if assistant audio is present.",
-        )
-        .param("session.audio.output.voice"));
-    }
-    Ok(next)
-}
 
-/// The service's answer to a key it does not know, for the first such key in `update`.
-fn refuse_unknown_keys(update: &Map<String, Value>) -> Result<(), ClientError> {
-    let unknown = |param: String| Err(ClientError::unknown_parameter(param));
-    for key in update.keys() {
-        if !SESSION_KEYS.contains(&key.as_str()) && !SERVER_KEYS.contains(&key.as_str()) {
-            return unknown(format!("session.{key}"));
-        }
+    pub fn text_only(&self) -> bool {
+        self.output_modalities == [Modality::Text]
     }
-    // Wrong types here are left for the merge to name.
-    let Some(Value::Object(audio)) = update.get("audio") else {
-        return Ok(());
-    };
-    for (dir, fields) in audio {
-        if !AUDIO_KEYS.contains(&dir.as_str()) {
-            return unknown(format!("session.audio.{dir}"));
-        }
-        let known = if dir == "input" {
-            AUDIO_INPUT_KEYS
-        } else {
-            AUDIO_OUTPUT_KEYS
-        };
-        if let Value::Object(fields) = fields
-            && let Some(key) = fields.keys().find(|k| !known.contains(&k.as_str()))
+
+    /// Applies a decoded `session.update` and returns the new effective config, or an error
+    /// and no change at all (validation runs on the merged result before anything is
+    /// committed).
+    ///
+    /// Merge rules: the session, `audio`, `audio.input` and `audio.output` objects merge key
+    /// by key; every other value replaces (so `null` clears, `[]` empties `tools`, and a new
+    /// `format` does not inherit the old `rate`). `turn_detection` merges into the current
+    /// settings when the type is unchanged and starts from that type's defaults when it
+    /// changes, so `{type:"semantic_vad"}` becomes a complete semantic config. `voice_locked`
+    /// refuses a voice change once assistant audio exists, as the service documents.
+    pub(super) fn updated(
+        &self,
+        update: SessionUpdate,
+        voice_locked: bool,
+    ) -> Result<SessionConfig, ClientError> {
+        let mut next = self.clone();
+        let u = update;
+        if let Some(kind) = u.kind
+            && kind != self.kind
         {
-            return unknown(format!("session.audio.{dir}.{key}"));
-        }
-    }
-    Ok(())
-}
-
-fn merge_audio(cfg: &mut Map<String, Value>, update: &Value) -> Result<(), ClientError> {
-    let Value::Object(update) = update else {
-        return Err(ClientError::wrong_type("session.audio", "an object"));
-    };
-    let audio = cfg
-        .entry("audio")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-        .expect("audio is an object");
-    for (dir, value) in update {
-        let Value::Object(fields) = value else {
-            return Err(ClientError::wrong_type(
-                &format!("session.audio.{dir}"),
-                "an object",
-            ));
-        };
-        let target = audio
-            .entry(dir.clone())
-            .or_insert_with(|| json!({}))
-            .as_object_mut()
-            .ok_or_else(|| ClientError::wrong_type(&format!("session.audio.{dir}"), "an object"))?;
-        for (key, v) in fields {
-            if key == "turn_detection" && dir == "input" {
-                let merged = merge_turn_detection(target.get(key), v);
-                target.insert(key.clone(), merged);
-            } else {
-                target.insert(key.clone(), v.clone());
-            }
-        }
-    }
-    Ok(())
-}
-
-fn merge_turn_detection(current: Option<&Value>, update: &Value) -> Value {
-    let Value::Object(fields) = update else {
-        return update.clone();
-    };
-    let current_type = current.and_then(|c| c["type"].as_str());
-    let new_type = fields.get("type").and_then(Value::as_str).or(current_type);
-    let mut base = match (current, new_type) {
-        (Some(c), Some(t)) if c.is_object() && current_type == Some(t) => c.clone(),
-        (_, Some("semantic_vad")) => semantic_vad_defaults(),
-        (_, Some("server_vad")) | (_, None) => server_vad_defaults(),
-        // An unknown type: keep what was sent so validation can name it.
-        (_, Some(_)) => json!({}),
-    };
-    let obj = base.as_object_mut().expect("turn detection is an object");
-    for (k, v) in fields {
-        obj.insert(k.clone(), v.clone());
-    }
-    base
-}
-
-fn validate(cfg: &Value) -> Result<(), ClientError> {
-    if cfg["type"] != "realtime" && cfg["type"] != "transcription" {
-        return Err(ClientError::invalid(
-            "session.type",
-            "a session is 'realtime' or 'transcription'",
-        ));
-    }
-    if !cfg["model"].is_string() {
-        return Err(ClientError::wrong_type("session.model", "a string"));
-    }
-    if !cfg["instructions"].is_string() {
-        return Err(ClientError::wrong_type("session.instructions", "a string"));
-    }
-    validate_modalities(&cfg["output_modalities"], "session.output_modalities")?;
-    let Some(tools) = cfg["tools"].as_array() else {
-        return Err(ClientError::wrong_type("session.tools", "an array"));
-    };
-    if let Some(i) = tools.iter().position(|t| !t.is_object()) {
-        return Err(ClientError::wrong_type(
-            &format!("session.tools[{i}]"),
-            "an object",
-        ));
-    }
-    // A tool the model cannot name is no tool: refused as the service refuses it, rather than
-    // accepted and never called.
-    for (i, tool) in tools.iter().enumerate() {
-        let field = |f: &str| format!("session.tools[{i}].{f}");
-        match &tool["type"] {
-            Value::Null => return Err(ClientError::missing(&field("type"))),
-            Value::String(t) if t == "function" => {
-                if tool["name"].is_null() {
-                    return Err(ClientError::missing(&field("name")));
-                }
-                if !tool["name"].is_string() {
-                    return Err(ClientError::wrong_type(&field("name"), "a string"));
-                }
-            }
-            Value::String(_) => {}
-            _ => return Err(ClientError::wrong_type(&field("type"), "a string")),
-        }
-    }
-    if !matches!(cfg["parallel_tool_calls"], Value::Null | Value::Bool(_)) {
-        return Err(ClientError::wrong_type(
-            "session.parallel_tool_calls",
-            "a boolean",
-        ));
-    }
-    for key in ["prompt", "reasoning"] {
-        if !matches!(cfg[key], Value::Null | Value::Object(_)) {
-            return Err(ClientError::wrong_type(
-                &format!("session.{key}"),
-                "an object or null",
-            ));
-        }
-    }
-    match &cfg["truncation"] {
-        Value::String(s) if s == "auto" || s == "disabled" => {}
-        Value::Object(_) => {}
-        other => return Err(ClientError::invalid("session.truncation", other)),
-    }
-    match &cfg["include"] {
-        Value::Null => {}
-        Value::Array(a) if a.iter().all(Value::is_string) => {}
-        other => return Err(ClientError::invalid("session.include", other)),
-    }
-    match &cfg["tool_choice"] {
-        Value::String(s) if ["auto", "none", "required"].contains(&s.as_str()) => {}
-        Value::Object(_) => {}
-        other => return Err(ClientError::invalid("session.tool_choice", other)),
-    }
-    validate_max_tokens(&cfg["max_output_tokens"], "session.max_output_tokens")?;
-    match &cfg["tracing"] {
-        Value::Null | Value::Object(_) => {}
-        Value::String(s) if s == "auto" => {}
-        other => return Err(ClientError::invalid("session.tracing", other)),
-    }
-    let input = &cfg["audio"]["input"];
-    let output = &cfg["audio"]["output"];
-    validate_format(&input["format"], "session.audio.input.format")?;
-    validate_format(&output["format"], "session.audio.output.format")?;
-    match &input["transcription"] {
-        Value::Null => {}
-        Value::Object(t) => {
-            if t.get("model").is_some_and(|m| !m.is_string()) {
-                return Err(ClientError::wrong_type(
-                    "session.audio.input.transcription.model",
-                    "a string",
-                ));
-            }
-        }
-        _ => {
-            return Err(ClientError::wrong_type(
-                "session.audio.input.transcription",
-                "an object or null",
-            ));
-        }
-    }
-    // The types make `type` optional (`{}` is a valid noise reduction); only a wrong one is
-    // refused.
-    match &input["noise_reduction"] {
-        Value::Null => {}
-        Value::Object(n)
-            if matches!(n.get("type"), None | Some(Value::Null))
-                || matches!(
-                    n.get("type").and_then(Value::as_str),
-                    Some("near_field" | "far_field")
-                ) => {}
-        other => {
             return Err(ClientError::invalid(
-                "session.audio.input.noise_reduction",
-                other,
+                "session.type",
+                format!(
+                    "this connection's session is '{}'; its type cannot change",
+                    self.kind.name()
+                ),
             ));
         }
+        set(&mut next.model, u.model);
+        set(&mut next.instructions, u.instructions);
+        set(&mut next.output_modalities, u.output_modalities);
+        set(&mut next.tools, u.tools);
+        set(&mut next.tool_choice, u.tool_choice);
+        set(&mut next.max_output_tokens, u.max_output_tokens);
+        set(&mut next.truncation, u.truncation);
+        set(&mut next.tracing, u.tracing);
+        set(&mut next.prompt, u.prompt);
+        set(&mut next.include, u.include);
+        set(&mut next.parallel_tool_calls, u.parallel_tool_calls);
+        set(&mut next.reasoning, u.reasoning);
+        if let Some(audio) = u.audio {
+            if let Some(input) = audio.input {
+                let i = &mut next.audio.input;
+                set(&mut i.format, input.format);
+                set(&mut i.transcription, input.transcription);
+                set(&mut i.noise_reduction, input.noise_reduction);
+                if let Some(td) = input.turn_detection {
+                    i.turn_detection = match td {
+                        None => None,
+                        Some(fields) => {
+                            Some(merge_turn_detection(i.turn_detection.as_ref(), fields)?)
+                        }
+                    };
+                }
+            }
+            if let Some(output) = audio.output {
+                let o = &mut next.audio.output;
+                set(&mut o.format, output.format);
+                set(&mut o.voice, output.voice);
+                set(&mut o.speed, output.speed);
+            }
+        }
+        next.validate()?;
+        check_session(&next)?;
+        if voice_locked && self.audio.output.voice != next.audio.output.voice {
+            return Err(ClientError::new(
+                "cannot_update_voice",
+                "Cannot update a conversation's voice if assistant audio is present.",
+            )
+            .param("session.audio.output.voice"));
+        }
+        Ok(next)
     }
-    validate_turn_detection(&input["turn_detection"])?;
-    match &output["voice"] {
-        Value::String(s) if !s.is_empty() => {}
-        Value::Object(v) if v.get("id").is_some_and(Value::is_string) => {}
-        other => return Err(ClientError::invalid("session.audio.output.voice", other)),
-    }
-    match output["speed"].as_f64() {
-        Some(s) if (0.25..=1.5).contains(&s) => {}
-        _ => {
+
+    /// The rules a type alone cannot state: ranges, and the one-modality rule.
+    fn validate(&self) -> Result<(), ClientError> {
+        check_modalities(&self.output_modalities, "session.output_modalities")?;
+        check_max_tokens(self.max_output_tokens, "session.max_output_tokens")?;
+        check_format(self.audio.input.format, "session.audio.input.format")?;
+        check_format(self.audio.output.format, "session.audio.output.format")?;
+        let voice = &self.audio.output.voice;
+        if voice.name().is_empty() {
+            return Err(ClientError::invalid("session.audio.output.voice", "''"));
+        }
+        let speed = self.audio.output.speed;
+        if !(0.25..=1.5).contains(&speed) {
             return Err(ClientError::invalid(
                 "session.audio.output.speed",
-                format!("{} (must be between 0.25 and 1.5)", output["speed"]),
+                format!("{speed} (must be between 0.25 and 1.5)"),
             ));
         }
+        Ok(())
     }
-    Ok(())
+}
+
+/// An update's value for a field, if it has one.
+fn set<T>(field: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *field = v;
+    }
+}
+
+/// A `session.update`'s session, as decoded: `None` leaves a field as it is; for the nullable
+/// fields `Some(None)` is an explicit `null`, which clears. `id`, `object` and `expires_at` are
+/// the server's (a client may send back a session it was given) and are ignored.
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct SessionUpdate {
+    #[serde(rename = "type", deserialize_with = "present")]
+    pub kind: Option<SessionType>,
+    #[serde(deserialize_with = "present")]
+    pub model: Option<String>,
+    #[serde(deserialize_with = "present")]
+    pub instructions: Option<String>,
+    #[serde(deserialize_with = "present")]
+    pub output_modalities: Option<Vec<Modality>>,
+    #[serde(deserialize_with = "present")]
+    pub tools: Option<Vec<Tool>>,
+    #[serde(deserialize_with = "present")]
+    pub tool_choice: Option<ToolChoice>,
+    #[serde(deserialize_with = "present")]
+    pub max_output_tokens: Option<MaxTokens>,
+    #[serde(deserialize_with = "present")]
+    pub truncation: Option<Truncation>,
+    #[serde(deserialize_with = "nullable")]
+    pub tracing: Option<Option<Tracing>>,
+    #[serde(deserialize_with = "nullable")]
+    pub prompt: Option<Option<Map<String, Value>>>,
+    #[serde(deserialize_with = "nullable")]
+    pub include: Option<Option<Vec<String>>>,
+    #[serde(deserialize_with = "nullable")]
+    pub parallel_tool_calls: Option<Option<bool>>,
+    #[serde(deserialize_with = "nullable")]
+    pub reasoning: Option<Option<Map<String, Value>>>,
+    #[serde(deserialize_with = "present")]
+    pub audio: Option<AudioUpdate>,
+    #[serde(rename = "id")]
+    _id: IgnoredAny,
+    #[serde(rename = "object")]
+    _object: IgnoredAny,
+    #[serde(rename = "expires_at")]
+    _expires_at: IgnoredAny,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub(super) struct AudioUpdate {
+    #[serde(deserialize_with = "present")]
+    input: Option<AudioInputUpdate>,
+    #[serde(deserialize_with = "present")]
+    output: Option<AudioOutputUpdate>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct AudioInputUpdate {
+    #[serde(deserialize_with = "present")]
+    format: Option<AudioFormat>,
+    #[serde(deserialize_with = "nullable")]
+    transcription: Option<Option<Transcription>>,
+    #[serde(deserialize_with = "nullable")]
+    noise_reduction: Option<Option<NoiseReduction>>,
+    /// Open: merged as JSON, then checked and typed (see [`merge_turn_detection`]).
+    #[serde(deserialize_with = "nullable")]
+    turn_detection: Option<Option<Map<String, Value>>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct AudioOutputUpdate {
+    #[serde(deserialize_with = "present")]
+    format: Option<AudioFormat>,
+    #[serde(deserialize_with = "present")]
+    voice: Option<Voice>,
+    #[serde(deserialize_with = "present")]
+    speed: Option<f64>,
+}
+
+impl SessionUpdate {
+    /// Decodes a `session` object, errors naming the field under `session.`.
+    pub(super) fn decode(session: &Value) -> Result<SessionUpdate, ClientError> {
+        decode_at("session", session.clone())
+    }
+}
+
+/// A field that, when present, must hold a value (`null` is refused as the wrong type).
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// A field where `null` means "clear it", apart from absent ("leave it").
+fn nullable<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> Result<Option<Option<T>>, D::Error> {
+    Option::<T>::deserialize(d).map(Some)
+}
+
+impl Serialize for MaxTokens {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            MaxTokens::Inf => s.serialize_str("inf"),
+            MaxTokens::Limit(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for MaxTokens {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        match Value::deserialize(d)? {
+            Value::String(s) if s == "inf" => Ok(MaxTokens::Inf),
+            Value::Number(n) => match n.as_u64().map(u32::try_from) {
+                Some(Ok(n)) => Ok(MaxTokens::Limit(n)),
+                _ => Err(D::Error::custom(format!(
+                    "{n} (expected 1..4096 or \"inf\")"
+                ))),
+            },
+            other => Err(D::Error::custom(format!(
+                "{other} (expected 1..4096 or \"inf\")"
+            ))),
+        }
+    }
+}
+
+impl MaxTokens {
+    pub fn limit(self) -> Option<u64> {
+        match self {
+            MaxTokens::Inf => None,
+            MaxTokens::Limit(n) => Some(u64::from(n)),
+        }
+    }
 }
 
 /// Exactly one of `audio`/`text`: the service never produces both at once.
-pub(super) fn validate_modalities(v: &Value, param: &str) -> Result<(), ClientError> {
-    match v.as_array().map(Vec::as_slice) {
-        Some([m]) if m == "audio" || m == "text" => Ok(()),
-        _ => Err(ClientError::invalid(
+pub(super) fn check_modalities(m: &[Modality], param: &str) -> Result<(), ClientError> {
+    if m.len() == 1 {
+        return Ok(());
+    }
+    let sent = serde_json::to_string(m).unwrap_or_default();
+    Err(ClientError::invalid(
+        param,
+        format!("{sent} (expected [\"audio\"] or [\"text\"])"),
+    ))
+}
+
+pub(super) fn check_max_tokens(m: MaxTokens, param: &str) -> Result<(), ClientError> {
+    match m {
+        MaxTokens::Limit(n) if !(1..=4096).contains(&n) => Err(ClientError::invalid(
             param,
-            format!("{v} (expected [\"audio\"] or [\"text\"])"),
+            format!("{n} (expected 1..4096 or \"inf\")"),
         )),
+        _ => Ok(()),
     }
 }
 
-pub(super) fn validate_max_tokens(v: &Value, param: &str) -> Result<(), ClientError> {
-    match v {
-        Value::String(s) if s == "inf" => Ok(()),
-        Value::Number(n) if n.as_u64().is_some_and(|n| (1..=4096).contains(&n)) => Ok(()),
-        other => Err(ClientError::invalid(
-            param,
-            format!("{other} (expected 1..4096 or \"inf\")"),
+/// PCM is 24 kHz only: the stubs and the media side speak nothing else.
+pub(super) fn check_format(f: AudioFormat, param: &str) -> Result<(), ClientError> {
+    match f {
+        AudioFormat::Pcm { rate: Some(r) } if r != 24_000 => Err(ClientError::invalid(
+            &format!("{param}.rate"),
+            format!("{r} (only 24000 is supported)"),
         )),
+        _ => Ok(()),
     }
 }
 
-/// The formats describe base64 audio in events, not RTP, but clients send them anyway.
-fn validate_format(v: &Value, param: &str) -> Result<(), ClientError> {
-    match v["type"].as_str() {
-        Some("audio/pcm") => match &v["rate"] {
-            Value::Null => Ok(()),
-            r if r.as_u64() == Some(24000) => Ok(()),
-            r => Err(ClientError::invalid(
-                &format!("{param}.rate"),
-                format!("{r} (only 24000 is supported)"),
-            )),
-        },
-        Some("audio/pcmu" | "audio/pcma") => Ok(()),
-        _ => Err(ClientError::invalid(param, v)),
-    }
-}
-
-fn validate_turn_detection(td: &Value) -> Result<(), ClientError> {
+/// An update's `turn_detection` over the current one: merged key by key when the type is
+/// unchanged, over the new type's defaults when it changes; then checked, naming the key.
+fn merge_turn_detection(
+    current: Option<&TurnDetectionConfig>,
+    update: Map<String, Value>,
+) -> Result<TurnDetectionConfig, ClientError> {
     const P: &str = "session.audio.input.turn_detection";
-    let Value::Object(fields) = td else {
-        return if td.is_null() {
-            Ok(())
-        } else {
-            Err(ClientError::wrong_type(P, "an object or null"))
-        };
+    let new_type = match update.get("type") {
+        None => current.map_or("server_vad", TurnDetectionConfig::type_name),
+        Some(Value::String(t)) if t == "server_vad" || t == "semantic_vad" => t.as_str(),
+        Some(other) => {
+            return Err(ClientError::invalid(
+                &format!("{P}.type"),
+                format!("{other} (expected 'server_vad' or 'semantic_vad')"),
+            ));
+        }
     };
-    let kind = fields.get("type").and_then(Value::as_str);
-    if !matches!(kind, Some("server_vad" | "semantic_vad")) {
-        return Err(ClientError::invalid(
-            &format!("{P}.type"),
-            format!(
-                "{} (expected 'server_vad' or 'semantic_vad')",
-                fields.get("type").unwrap_or(&Value::Null)
-            ),
-        ));
-    }
+    let base = match current {
+        Some(c) if c.type_name() == new_type => c.clone(),
+        _ if new_type == "semantic_vad" => TurnDetectionConfig::semantic_vad(),
+        _ => TurnDetectionConfig::server_vad(),
+    };
+    let Ok(Value::Object(mut merged)) = serde_json::to_value(&base) else {
+        unreachable!("turn detection serialises as an object");
+    };
+    check_turn_detection_fields(&update)?;
+    merged.extend(update);
+    serde_json::from_value(Value::Object(merged)).map_err(|e| ClientError::invalid(P, e))
+}
+
+/// The known keys' rules, checked on the update as sent so that the error names the key.
+fn check_turn_detection_fields(fields: &Map<String, Value>) -> Result<(), ClientError> {
+    const P: &str = "session.audio.input.turn_detection";
     for key in ["create_response", "interrupt_response"] {
         if fields.get(key).is_some_and(|v| !v.is_boolean()) {
             return Err(ClientError::wrong_type(&format!("{P}.{key}"), "a boolean"));
@@ -473,41 +695,4 @@ fn validate_turn_detection(td: &Value) -> Result<(), ClientError> {
         return Err(ClientError::invalid(&format!("{P}.eagerness"), v));
     }
     Ok(())
-}
-
-/// Reads the effective turn detection. `semantic_vad` is served by the same energy VAD, with
-/// its eagerness mapped to a silence wait (high 300 ms, medium/auto 500 ms, low 1000 ms): the
-/// real semantic model ends turns by meaning within 2/4/8 s caps that a VAD cannot reproduce,
-/// so the mapping keeps the ordering of eagerness levels and the server_vad default feel.
-pub(super) fn turn_detection(cfg: &Value) -> Option<TurnDetection> {
-    let td = cfg["audio"]["input"]["turn_detection"].as_object()?;
-    let kind = td.get("type")?.as_str()?.to_owned();
-    let num = |k: &str, d: u64| td.get(k).and_then(Value::as_u64).unwrap_or(d) as u32;
-    let flag = |k: &str| td.get(k).and_then(Value::as_bool).unwrap_or(true);
-    let silence = if kind == "semantic_vad" {
-        match td.get("eagerness").and_then(Value::as_str) {
-            Some("high") => 300,
-            Some("low") => 1000,
-            _ => 500,
-        }
-    } else {
-        num("silence_duration_ms", 500)
-    };
-    Some(TurnDetection {
-        threshold: td.get("threshold").and_then(Value::as_f64).unwrap_or(0.5) as f32,
-        prefix_padding_ms: num("prefix_padding_ms", 300),
-        silence_duration_ms: silence,
-        create_response: flag("create_response"),
-        interrupt_response: flag("interrupt_response"),
-        idle_timeout_ms: td
-            .get("idle_timeout_ms")
-            .and_then(Value::as_u64)
-            .map(|v| v as u32),
-        kind,
-    })
-}
-
-/// A voice is a name or `{id}`; responses carry it as a string (the SDK's schema wants one).
-pub(super) fn voice_name(v: &Value) -> &str {
-    v.as_str().or_else(|| v["id"].as_str()).unwrap_or("alloy")
 }

@@ -7,9 +7,10 @@
 //! All bounds derive from [`DATA_CHANNEL_MESSAGE_LIMIT`]. The per-field ones name the field a
 //! client overdid; the bound on the whole session is the guarantee.
 
-use serde_json::Value;
+use serde::Serialize;
 
 use super::events::ClientError;
+use super::session_config::SessionConfig;
 
 /// The largest message the transceiver sends or accepts on `oai-events`: the SCTP
 /// max-message-size it negotiates, the smaller of the client's (browsers offer 256 KiB or more)
@@ -54,10 +55,9 @@ pub(super) fn check_update_size(len: usize) -> Result<(), ClientError> {
 }
 
 /// Checks the merged session against every bound, naming the first one it breaks.
-pub(super) fn check_session(next: &Value) -> Result<(), ClientError> {
-    if let Some(s) = next["instructions"].as_str()
-        && s.len() > MAX_INSTRUCTIONS_BYTES
-    {
+pub(super) fn check_session(next: &SessionConfig) -> Result<(), ClientError> {
+    let s = &next.instructions;
+    if s.len() > MAX_INSTRUCTIONS_BYTES {
         return Err(ClientError::new(
             "string_above_max_length",
             format!(
@@ -68,7 +68,8 @@ pub(super) fn check_session(next: &Value) -> Result<(), ClientError> {
         )
         .param("session.instructions"));
     }
-    if let Some(tools) = next["tools"].as_array() {
+    let tools = &next.tools;
+    {
         if tools.len() > MAX_TOOLS {
             return Err(ClientError::new(
                 "array_above_max_length",
@@ -111,7 +112,7 @@ pub(super) fn check_session(next: &Value) -> Result<(), ClientError> {
 }
 
 /// The length of `v` as compact JSON, without building the string.
-pub(super) fn json_len(v: &Value) -> usize {
+pub(super) fn json_len(v: &impl Serialize) -> usize {
     struct Count(usize);
     impl std::io::Write for Count {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -123,7 +124,7 @@ pub(super) fn json_len(v: &Value) -> usize {
         }
     }
     let mut n = Count(0);
-    serde_json::to_writer(&mut n, v).expect("a Value always serializes");
+    serde_json::to_writer(&mut n, v).expect("sessions and events serialise");
     n.0
 }
 

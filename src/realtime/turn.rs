@@ -188,20 +188,15 @@ impl Conversation {
                 Some(input) => input.iter().collect(),
                 None => self.items.iter().collect(),
             };
-            let session_tools = self.config["tools"]
-                .as_array()
-                .map_or(&[][..], Vec::as_slice);
             let ctx = ResponseContext {
                 prompt: prompt_of(&items),
                 instructions: req.instructions.as_deref(),
-                tools: req.tools.as_deref().unwrap_or(session_tools),
-                tool_choice: req
-                    .tool_choice
-                    .as_ref()
-                    .unwrap_or(&self.config["tool_choice"]),
+                tools: req.tools.as_deref().unwrap_or(&self.config.tools),
+                tool_choice: req.tool_choice.as_ref().unwrap_or(&self.config.tool_choice),
                 parallel_tool_calls: req
                     .parallel_tool_calls
-                    .unwrap_or(self.config["parallel_tool_calls"] != false),
+                    .or(self.config.parallel_tool_calls)
+                    .unwrap_or(true),
                 index,
             };
             self.model.respond(&ctx)
@@ -212,18 +207,15 @@ impl Conversation {
             mut tool_calls,
             mut ending,
         } = plan;
-        let audio = !req
-            .text_only
-            .unwrap_or(self.config["output_modalities"][0] == "text");
+        let audio = !req.text_only.unwrap_or(self.config.text_only());
         let mut words = reply
             .as_ref()
             .map(|r| words(&r.transcript()))
             .unwrap_or_default();
-        let limit = req
+        let max_tokens = req
             .max_output_tokens
-            .as_ref()
-            .unwrap_or(&self.config["max_output_tokens"])
-            .as_u64();
+            .unwrap_or(self.config.max_output_tokens);
+        let limit = max_tokens.limit();
         if let Some(limit) = limit
             && cut_to_tokens(&mut reply, &mut words, audio, limit)
         {
@@ -261,16 +253,16 @@ impl Conversation {
                 arguments: c.arguments,
             })
             .collect();
-        let output = &self.config["audio"]["output"];
+        let format = self.config.audio.output.format;
         let voice = req.voice.clone().unwrap_or_else(|| self.voice().to_owned());
         let shell = json!({
             "id": id,
             "object": "realtime.response",
             "conversation_id": if in_conversation { Value::from(self.conversation_id.as_str()) } else { Value::Null },
             "output_modalities": [if audio { "audio" } else { "text" }],
-            "max_output_tokens": req.max_output_tokens.clone().unwrap_or_else(|| self.config["max_output_tokens"].clone()),
-            "audio": {"output": {"format": output["format"].clone(), "voice": voice}},
-            "metadata": req.metadata.clone().unwrap_or(Value::Null),
+            "max_output_tokens": max_tokens,
+            "audio": {"output": {"format": format, "voice": voice}},
+            "metadata": req.metadata.clone(),
         });
         let input_tokens = self.context_tokens(req.instructions.as_deref());
         let r = ActiveResponse {
@@ -295,7 +287,7 @@ impl Conversation {
 
     /// Input token details over the conversation (text by characters, audio by duration).
     fn context_tokens(&self, extra_instructions: Option<&str>) -> Value {
-        let mut chars = self.config["instructions"].as_str().map_or(0, str::len) as u64;
+        let mut chars = self.config.instructions.len() as u64;
         chars += extra_instructions.map_or(0, str::len) as u64;
         let mut audio_ms = 0u64;
         for item in self.items.iter_rev() {

@@ -137,7 +137,7 @@ impl Conversation {
     /// have no recognizer and say so in a bracketed note ("[speech, 2.4 s]"); a script gives the
     /// words. The SDK then retrieves the item and shows the transcript in its history.
     fn transcribe(&mut self, item_id: &str) {
-        if !self.config["audio"]["input"]["transcription"].is_object() {
+        if self.config.audio.input.transcription.is_none() {
             return;
         }
         let Some(item) = self.items.get(item_id) else {
@@ -195,7 +195,7 @@ impl Conversation {
     }
 
     fn request_auto_response(&mut self) {
-        if self.session_type == super::SessionType::Transcription {
+        if self.session_type() == super::SessionType::Transcription {
             return; // transcribed in commit_user_audio; never answered
         }
         if self.active.is_some() {

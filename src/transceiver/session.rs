@@ -27,6 +27,7 @@ use crate::call::media::{Job, JobDone, VoiceTimings};
 use crate::call::sideband::SidebandId;
 use crate::call::{Call, CallOutput};
 use crate::live::EventSource;
+use crate::realtime::AudioFormat;
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
@@ -179,7 +180,9 @@ impl Session {
         let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
         if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {
             // The session reports the call's audio as what it is on the wire.
-            conv.set_audio_format(n.codec.realtime_format());
+            if let Some(format) = AudioFormat::from_name(n.codec.realtime_format()) {
+                conv.set_audio_format(format);
+            }
         }
         let mut call = Call::rtp(n.call_id.clone(), now, engine, n.codec);
         if stored {

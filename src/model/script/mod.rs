@@ -14,11 +14,13 @@ pub mod library;
 
 use std::sync::Arc;
 
+use serde_json::Value;
+
 use format::{Failure, Script, Step, Turn, When};
 
 use super::{
     AudioTurn, Ending, Heard, Model, ModelKind, Plan, Prompt, Reply, ResponseContext, ToolCall,
-    Transcription, bracketed_note, tool_args,
+    Transcription, bracketed_note, tool_args, tools::Tool,
 };
 
 pub struct ScriptModel {
@@ -213,8 +215,13 @@ fn plan_turn(turn: &Turn, ctx: &ResponseContext<'_>) -> Plan {
 fn declared_arguments(ctx: &ResponseContext<'_>, name: &str) -> String {
     ctx.tools
         .iter()
-        .find(|t| t["name"] == name)
-        .map(|t| tool_args::arguments_for(&t["parameters"]).to_string())
+        .find_map(|t| match t {
+            Tool::Function(f) if f.name == name => Some(f),
+            _ => None,
+        })
+        .map(|f| {
+            tool_args::arguments_for(f.parameters.as_ref().unwrap_or(&Value::Null)).to_string()
+        })
         .unwrap_or_else(|| "{}".into())
 }
 

@@ -11,12 +11,14 @@ fn model(text: &str) -> ScriptModel {
     }
 }
 
-fn ctx<'a>(prompt: Prompt<'a>, index: u64, tools: &'a [Value]) -> ResponseContext<'a> {
+fn ctx<'a>(prompt: Prompt<'a>, index: u64, tools: &'a [Tool]) -> ResponseContext<'a> {
+    static AUTO: crate::model::tools::ToolChoice =
+        crate::model::tools::ToolChoice::Mode(crate::model::tools::ToolMode::Auto);
     ResponseContext {
         prompt,
         instructions: None,
         tools,
-        tool_choice: &Value::Null,
+        tool_choice: &AUTO,
         parallel_tool_calls: true,
         index,
     }
@@ -125,9 +127,10 @@ fn undeclared_arguments_come_from_the_schema_and_transcription_can_fail() {
     let mut m = model(
         r#"{"turns": [{"transcription_fails": true, "steps": [{"tool_call": {"name": "f"}}, {"tool_call": {"name": "g"}}]}]}"#,
     );
-    let tools = [
-        json!({"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"q": {"type": "string", "examples": ["x"]}}}}),
-    ];
+    let tools: Vec<Tool> = serde_json::from_value(json!([
+        {"type": "function", "name": "f", "parameters": {"type": "object", "properties": {"q": {"type": "string", "examples": ["x"]}}}},
+    ]))
+    .unwrap();
     assert!(matches!(
         m.transcribe(&AudioTurn {
             what: Heard::Speech,

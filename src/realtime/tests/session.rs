@@ -149,7 +149,7 @@ fn merge_and_clear_rules() {
     assert_eq!(out[0]["type"], "error");
     assert_eq!(
         out[0]["error"]["param"],
-        "session.audio.input.noise_reduction"
+        "session.audio.input.noise_reduction.type"
     );
     // Untouched siblings keep their values.
     assert_eq!(
@@ -220,7 +220,7 @@ fn invalid_updates_are_refused_whole_with_the_event_id_echoed() {
         ),
         (
             json!({"audio": {"input": {"format": {"type": "audio/opus"}}}}),
-            "session.audio.input.format",
+            "session.audio.input.format.type",
         ),
         (json!({"type": "transcription"}), "session.type"),
         (json!({"tracing": "on"}), "session.tracing"),
@@ -233,7 +233,7 @@ fn invalid_updates_are_refused_whole_with_the_event_id_echoed() {
         (json!({"truncation": "sometimes"}), "session.truncation"),
         (json!({"tools": [3]}), "session.tools[0]"),
         (json!({"reasoning": "hard"}), "session.reasoning"),
-        (json!({"include": [1]}), "session.include"),
+        (json!({"include": [1]}), "session.include[0]"),
     ];
     for (i, (session, param)) in cases.into_iter().enumerate() {
         let id = format!("bad_{i}");
@@ -333,7 +333,7 @@ fn every_key_the_agents_sdk_sends_is_accepted() {
         let out = h.send(json!({"type": "session.update", "session": session}));
         assert_eq!(types(&out), ["session.updated"], "{session}: {out:?}");
     }
-    assert_eq!(h.c.config()["id"], "sess_test");
+    assert_eq!(h.c.config().id, "sess_test");
 }
 
 /// A key the session types do not have is refused as the service refuses it, the whole update
@@ -493,7 +493,7 @@ fn six_hundred_large_updates_keep_the_session_within_one_message() {
             "update {i}: the session is {len} bytes"
         );
         largest = largest.max(len);
-        assert!(h.c.config().get(format!("memo_{i}")).is_none());
+        assert!(h.c.session_object().get(format!("memo_{i}")).is_none());
     }
     println!(
         "600 updates: {updated} applied, {too_large} too large, {unknown} unknown keys; \
@@ -503,5 +503,68 @@ fn six_hundred_large_updates_keep_the_session_within_one_message() {
     assert!(
         updated > 100 && too_large > 0,
         "{updated} applied, {too_large} too large"
+    );
+}
+
+/// Tools and tool choices are typed: a misspelt key in a tool, an unknown tool type or a
+/// choice naming no kind of tool is refused with its path, not kept as a tool that never fires.
+#[test]
+fn tools_and_tool_choice_are_checked_as_types() {
+    let mut h = Harness::open("echo");
+    let before = h.c.config().clone();
+    let cases = [
+        (
+            json!({"tools": [{"type": "function", "name": "f", "paramters": {}}]}),
+            "unknown_parameter",
+            "session.tools[0].paramters",
+        ),
+        (
+            json!({"tools": [{"type": "function"}]}),
+            "missing_required_parameter",
+            "session.tools[0].name",
+        ),
+        (
+            json!({"tools": [{"name": "f"}]}),
+            "missing_required_parameter",
+            "session.tools[0].type",
+        ),
+        (
+            json!({"tools": [{"type": "web_search"}]}),
+            "invalid_value",
+            "session.tools[0].type",
+        ),
+        (
+            json!({"tool_choice": "always"}),
+            "invalid_value",
+            "session.tool_choice",
+        ),
+        (
+            json!({"tool_choice": {"type": "function"}}),
+            "invalid_value",
+            "session.tool_choice",
+        ),
+        (
+            json!({"audio": {"output": {"voice": ""}}}),
+            "invalid_value",
+            "session.audio.output.voice",
+        ),
+    ];
+    for (i, (session, code, param)) in cases.into_iter().enumerate() {
+        let e = h.expect_error(json!({"type": "session.update", "session": session}));
+        assert_eq!(
+            (e["code"].as_str(), e["param"].as_str()),
+            (Some(code), Some(param)),
+            "case {i}: {e}"
+        );
+        assert_eq!(h.c.config(), &before, "case {i} changed the config");
+    }
+    let out = h.send(json!({"type": "session.update", "session": {
+        "tools": [{"type": "mcp", "server_label": "docs", "server_url": "http://127.0.0.1:1/mcp"}],
+        "tool_choice": {"type": "mcp", "server_label": "docs"}
+    }}));
+    assert_eq!(types(&out), ["session.updated"], "{out:?}");
+    assert_eq!(
+        out[0]["session"]["tool_choice"],
+        json!({"type": "mcp", "server_label": "docs"})
     );
 }
