@@ -2,7 +2,7 @@
 //! engine (see [`crate::live`]). The session and the media side see one interface; only the
 //! events on the channel differ.
 
-use crate::live::{EventSource, LiveSession, LiveStart};
+use crate::live::{EventSource, LiveConfig, LiveSession};
 use crate::model::ModelKind;
 use crate::realtime::{Action, Conversation};
 
@@ -12,7 +12,7 @@ use crate::realtime::{Action, Conversation};
 pub struct CallSetup {
     pub model: ModelKind,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub live: Option<LiveStart>,
+    pub live: Option<LiveConfig>,
     /// A Realtime call's starting session, checked by signaling (see
     /// [`crate::realtime::connect_session`]); `None` starts from the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -19,7 +19,7 @@ pub mod config;
 pub mod server_event;
 mod session;
 
-pub use config::{DelegationTarget, LiveStart};
+pub use config::{DelegationTarget, LiveConfig};
 pub use session::{EventSource, LiveSession, error_frame};
 
 use crate::model::ModelKind;
@@ -27,9 +27,8 @@ use crate::realtime::ClientError;
 
 /// The stub a session's `model` names: ours (`echo`, `tts`, `script:NAME`), else echo
 /// (`gpt-live-1` is not ours). A malformed or unknown script is refused.
-pub fn model_for(start: &LiveStart) -> Result<ModelKind, ClientError> {
-    let name = start.session["model"].as_str().unwrap_or_default();
-    match ModelKind::parse(name) {
+pub fn model_for(config: &LiveConfig) -> Result<ModelKind, ClientError> {
+    match ModelKind::parse(&config.model) {
         Err(e) => Err(ClientError::new("invalid_model", e.to_string()).param("session.model")),
         Ok(Some(ModelKind::Script(script))) => {
             crate::model::script::library::find(&script)

@@ -1,26 +1,26 @@
 //! Live's server events as one serde type, so the set the session can send is a list the
 //! compiler holds, each with its fields, instead of a type string beside a `json!` body.
 //!
-//! The session config inside `session.*` events and the wrapped Responses API event inside
-//! `response.event` stay JSON: the first is the client's own config echoed back (checked by
-//! `config.rs`), the second another protocol's stream passed through.
+//! The session inside `session.*` events is `config.rs`'s typed resource; the wrapped Responses
+//! API event inside `response.event` stays JSON, another protocol's stream passed through.
 
 use serde::Serialize;
 use serde_json::Value;
 
+use super::config::SessionResource;
 use crate::realtime::ClientError;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "type")]
 pub enum LiveServerEvent {
     #[serde(rename = "session.started")]
-    SessionStarted { session: Value },
+    SessionStarted { session: SessionResource },
     #[serde(rename = "session.updated")]
-    SessionUpdated { session: Value },
+    SessionUpdated { session: SessionResource },
     #[serde(rename = "session.closed")]
     SessionClosed {
         reason: &'static str,
-        session: Value,
+        session: SessionResource,
         usage: Usage,
     },
     #[serde(rename = "session.usage.updated")]

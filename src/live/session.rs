@@ -16,13 +16,13 @@ mod engine_events;
 
 use std::collections::VecDeque;
 
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::model::ModelKind;
 use crate::realtime::{Action, ClientError, Conversation, RealtimeClientEvent, Transport};
 use delegation::{BackendTurn, Delegation};
 
-use super::config::LiveStart;
+use super::config::{Allowed, LiveConfig, SessionResource};
 use super::server_event::{LiveError, LiveServerEvent, Usage};
 
 /// Where a client event came from. The frontend's data channel obeys the session's
@@ -39,8 +39,11 @@ pub const ACKNOWLEDGEMENT: &str = "One moment.";
 
 pub struct LiveSession {
     conv: Conversation,
-    /// The `SessionResource` as `session.started`/`session.updated` report it.
-    session: Value,
+    /// The session's `live_…` id and when it expires (Unix seconds), for its resource.
+    id: String,
+    expires_at: u64,
+    /// What the app configured, as `session.started`/`session.updated` report it.
+    config: LiveConfig,
     frames: VecDeque<String>,
     actions: VecDeque<Action>,
     next_event: u64,
@@ -74,19 +77,17 @@ impl LiveSession {
     pub fn new(
         id: String,
         model: &ModelKind,
-        start: LiveStart,
+        config: LiveConfig,
         expires_at: u64,
         transport: Transport,
     ) -> Self {
-        let mut session = json!({"id": id, "expires_at": expires_at, "status": "active"});
-        for (k, v) in start.session.as_object().into_iter().flatten() {
-            session[k] = v.clone();
-        }
-        let mut conv = Conversation::new(id, model);
+        let mut conv = Conversation::new(id.clone(), model);
         conv.set_transport(transport);
         let mut s = LiveSession {
             conv,
-            session,
+            id,
+            expires_at,
+            config,
             frames: VecDeque::new(),
             actions: VecDeque::new(),
             next_event: 0,
@@ -120,8 +121,18 @@ impl LiveSession {
         &self.conv
     }
 
-    pub fn session(&self) -> &Value {
-        &self.session
+    pub fn config(&self) -> &LiveConfig {
+        &self.config
+    }
+
+    /// The `SessionResource` the `session.*` events carry.
+    fn resource(&self) -> SessionResource {
+        SessionResource {
+            id: self.id.clone(),
+            expires_at: self.expires_at,
+            status: "active",
+            config: self.config.clone(),
+        }
     }
 
     /// The input is muted (`session.input_audio.mute`): the caller's audio must not reach the
@@ -162,15 +173,13 @@ impl LiveSession {
         self.started = true;
         self.conv.on_channel_open();
         while self.conv.poll_event().is_some() {}
-        let session = self.session.clone();
+        let session = self.resource();
         self.emit(LiveServerEvent::SessionStarted { session }, client_event_id);
-        if let Some(dc) = self.session["client"]["data_channel"].as_object()
-            && !dc.is_empty()
-        {
+        if let Some(dc) = self.config.data_channel().filter(|dc| !dc.is_empty()) {
             let message = format!(
                 "This data channel may send {} and receives {}.",
-                describe_permission(&dc.get("allowed_client_events").cloned()),
-                describe_permission(&dc.get("allowed_server_events").cloned()),
+                describe_permission(dc.allowed_client_events.as_ref(), |k| k.clone()),
+                describe_permission(dc.allowed_server_events.as_ref(), |s| s.kind.clone()),
             );
             let code = "data_channel_permissions";
             self.emit(LiveServerEvent::Info { code, message }, None);
@@ -183,7 +192,7 @@ impl LiveSession {
 
     /// `session.started` for one more client joining the session (a sideband).
     pub fn welcome_frame(&mut self) -> String {
-        let session = self.session.clone();
+        let session = self.resource();
         self.make(&LiveServerEvent::SessionStarted { session }, None)
     }
 
@@ -211,19 +220,31 @@ impl LiveSession {
     /// Whether the frontend's data channel may receive this server event (`client.data_channel.
     /// allowed_server_events`); sidebands receive everything.
     pub fn data_channel_receives(&self, frame: &str) -> bool {
-        let Some(allowed) = self.session["client"]["data_channel"]
-            .get("allowed_server_events")
-            .and_then(Value::as_array)
+        let Some(allowed) = self
+            .config
+            .data_channel()
+            .and_then(|dc| dc.allowed_server_events.as_ref())
         else {
             return true;
         };
-        let Ok(event) = serde_json::from_str::<Value>(frame) else {
+        /// Just the parts of a frame a selector names.
+        #[derive(serde::Deserialize)]
+        struct Kinds {
+            #[serde(rename = "type")]
+            kind: String,
+            event: Option<Inner>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Inner {
+            #[serde(rename = "type")]
+            kind: Option<String>,
+        }
+        let Ok(event) = serde_json::from_str::<Kinds>(frame) else {
             return false;
         };
-        allowed.iter().any(|sel| {
-            sel["type"] == event["type"]
-                && (sel["response_event"].is_null()
-                    || sel["response_event"] == event["event"]["type"])
+        let inner = event.event.and_then(|e| e.kind);
+        allowed.allows(|sel| {
+            sel.kind == event.kind && (sel.response_event.is_none() || sel.response_event == inner)
         })
     }
 
@@ -237,7 +258,7 @@ impl LiveSession {
         if let Some(r) = self.conv.active_response().map(str::to_owned) {
             self.actions.push_back(Action::StopAudio { response_id: r });
         }
-        let (session, usage) = (self.session.clone(), self.usage());
+        let (session, usage) = (self.resource(), self.usage());
         let closed = LiveServerEvent::SessionClosed {
             reason,
             session,
@@ -308,20 +329,11 @@ pub fn error_frame(e: ClientError, client_event_id: Option<String>) -> String {
     LiveServerEvent::Error { error }.to_frame(0, id)
 }
 
-fn describe_permission(p: &Option<Value>) -> String {
+fn describe_permission<T>(p: Option<&Allowed<T>>, name: impl Fn(&T) -> String) -> String {
     match p {
-        None | Some(Value::Null) => "every event".into(),
-        Some(Value::String(s)) if s == "all" => "every event".into(),
-        Some(Value::Array(list)) if list.is_empty() => "no events".into(),
-        Some(Value::Array(list)) => list
-            .iter()
-            .map(|v| {
-                v.as_str()
-                    .map_or_else(|| v["type"].to_string(), str::to_owned)
-            })
-            .collect::<Vec<_>>()
-            .join(", "),
-        Some(other) => other.to_string(),
+        None | Some(Allowed::All(_)) => "every event".into(),
+        Some(Allowed::Only(list)) if list.is_empty() => "no events".into(),
+        Some(Allowed::Only(list)) => list.iter().map(name).collect::<Vec<_>>().join(", "),
     }
 }
 

@@ -69,7 +69,7 @@ pub(super) async fn create_session(
     let (start, offer) = parse_create(&body).map_err(ApiError::from_client)?;
     check_offer(&offer)?;
     let model = model_for([
-        start.session["model"].as_str(),
+        Some(start.model.as_str()),
         key_session
             .as_ref()
             .and_then(|s| s.get("model"))

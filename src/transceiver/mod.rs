@@ -195,7 +195,9 @@ pub struct CallInfo {
 pub(crate) enum WorkerMessage {
     Create {
         offer_sdp: String,
-        setup: CallSetup,
+        /// Boxed: the setup carries the call's whole typed config, and every other message
+        /// (one per media job) would otherwise be as large as it.
+        setup: Box<CallSetup>,
         reply: tokio::sync::oneshot::Sender<Result<CreatedCall, AnswerError>>,
     },
     /// A per-call operation (see [`call_command`]); `None` when the call is not here.
@@ -329,7 +331,7 @@ impl TransceiverHandle {
         let _release_worker = Release(&w.load.pending);
         let created = ask(w, |reply| WorkerMessage::Create {
             offer_sdp,
-            setup,
+            setup: Box::new(setup),
             reply,
         })
         .await

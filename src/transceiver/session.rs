@@ -171,11 +171,7 @@ pub struct NewSession {
 
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
-        let stored = n
-            .setup
-            .live
-            .as_ref()
-            .is_some_and(|l| l.session["store"] == true);
+        let stored = n.setup.live.as_ref().is_some_and(|l| l.store);
         let expires_at = crate::realtime::session_limits::expires_at_unix();
         let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
         if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {

@@ -182,7 +182,7 @@ impl Worker {
                 setup,
                 reply,
             } => {
-                let r = self.endpoint.create_call(now, offer_sdp, setup);
+                let r = self.endpoint.create_call(now, offer_sdp, *setup);
                 // Counted before the reply: placement reads the count as soon as it has the
                 // answer, and a call it cannot see yet would draw the next one here too.
                 self.publish_counts();

@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 use super::delegation::BackendTurn;
 use super::{EventSource, LiveSession};
 use crate::live::client_event::{Append, AppendKind, LiveClientEvent};
-use crate::live::config::{self, DelegationTarget, MAX_APPEND_CHARS};
+use crate::live::config::{DelegationTarget, MAX_APPEND_CHARS};
 use crate::live::server_event::{LiveServerEvent, Span};
 use crate::model::ModelKind;
 use crate::realtime::{ClientError, ClientEvent, RealtimeClientEvent, Transport};
@@ -48,13 +48,13 @@ impl LiveSession {
         use LiveClientEvent as E;
         match event {
             E::SessionUpdate { session: update } => {
-                let next = config::apply_update(&self.session, &update)?;
-                let delegation_changed = next["delegation"] != self.session["delegation"];
-                self.session = next;
+                let next = self.config.updated(&update)?;
+                let delegation_changed = next.delegation != self.config.delegation;
+                self.config = next;
                 if delegation_changed {
                     self.configure_engine();
                 }
-                let session = self.session.clone();
+                let session = self.resource();
                 self.emit(LiveServerEvent::SessionUpdated { session }, event_id);
             }
             E::InputAudioMute => {
@@ -165,7 +165,7 @@ impl LiveSession {
             None => return Err(ClientError::missing("delegation_id")),
             Some(None) => None,
             Some(Some(id)) => {
-                if DelegationTarget::of(&self.session) == DelegationTarget::Responses {
+                if DelegationTarget::of(&self.config) == DelegationTarget::Responses {
                     return Err(ClientError::invalid(
                         "delegation_id",
                         "delegation ids are not accepted with Responses delegation",
@@ -222,7 +222,7 @@ impl LiveSession {
     }
 
     fn require_responses(&self, kind: &str) -> Result<(), ClientError> {
-        if DelegationTarget::of(&self.session) == DelegationTarget::Responses {
+        if DelegationTarget::of(&self.config) == DelegationTarget::Responses {
             return Ok(());
         }
         Err(ClientError::new(
@@ -232,10 +232,10 @@ impl LiveSession {
     }
 
     fn data_channel_sends(&self, kind: &str) -> bool {
-        match self.session["client"]["data_channel"].get("allowed_client_events") {
-            Some(Value::Array(list)) => list.iter().any(|k| k == kind),
-            _ => true,
-        }
+        self.config
+            .data_channel()
+            .and_then(|dc| dc.allowed_client_events.as_ref())
+            .is_none_or(|allowed| allowed.allows(|k| k == kind))
     }
 }
 

@@ -35,7 +35,7 @@ impl LiveSession {
     /// The model called a function: a delegation to the app (client) or to the Responses
     /// backend, whose function call the app then sees as nested Responses events.
     pub(super) fn delegate(&mut self, call: &Value) {
-        let target = DelegationTarget::of(&self.session);
+        let target = DelegationTarget::of(&self.config);
         let call_id = call["call_id"].as_str().unwrap_or_default().to_owned();
         if target == DelegationTarget::Responses
             && self
@@ -72,8 +72,11 @@ impl LiveSession {
         if let Some(response_id) = response_id {
             self.report_call(call, &call_id, Some(&id), &response_id);
         }
-        let delay = self.session["delegation"]["acknowledgement_delay_ms"]
-            .as_u64()
+        let delay = self
+            .config
+            .delegation
+            .as_ref()
+            .and_then(|d| d.acknowledgement_delay_ms)
             .unwrap_or(0);
         if delay == 0 {
             self.say(ACKNOWLEDGEMENT.to_owned());
@@ -110,7 +113,7 @@ impl LiveSession {
             }
             return;
         }
-        let model = self.session["delegation"]["responses"]["model"].clone();
+        let model = self.config.responses_model().map(str::to_owned);
         let response = |status: &str, output: Vec<Value>| json!({"id": response_id, "object": "response", "status": status, "model": model, "output": output});
         let created =
             json!({"type": "response.created", "response": response("in_progress", vec![])});
@@ -141,7 +144,7 @@ impl LiveSession {
                                "content": [{"type": "output_text", "text": b.text}]}),
             );
         }
-        let model = self.session["delegation"]["responses"]["model"].clone();
+        let model = self.config.responses_model().map(str::to_owned);
         let kind = if status == "completed" {
             "response.completed"
         } else {

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::LiveSession;
 use super::delegation::DELEGATE_TOOL;
-use crate::live::config::{self, DelegationTarget};
+use crate::live::config::{DelegationTarget, InputRole};
 use crate::live::server_event::{LiveServerEvent, Span};
 use crate::realtime::server_event::ErrorObject;
 use crate::realtime::{ClientError, RealtimeClientEvent, RealtimeServerEvent};
@@ -18,7 +18,7 @@ impl LiveSession {
     /// Configures the turn engine as a Live model behaves: it answers when the caller stops,
     /// yields when talked over, transcribes every turn, and delegates through a function call.
     pub(super) fn configure_engine(&mut self) {
-        let (tools, choice) = match DelegationTarget::of(&self.session) {
+        let (tools, choice) = match DelegationTarget::of(&self.config) {
             DelegationTarget::Client => (
                 vec![json!({
                     "type": "function",
@@ -28,21 +28,30 @@ impl LiveSession {
                 })],
                 json!("auto"),
             ),
-            DelegationTarget::Responses => {
-                let r = &self.session["delegation"]["responses"];
-                let tools: Vec<Value> = r["tools"]
-                    .as_array()
+            DelegationTarget::Responses | DelegationTarget::Decisions => {
+                let r = self
+                    .config
+                    .delegation
+                    .as_ref()
+                    .and_then(|d| d.responses.as_ref());
+                let tools: Vec<Value> = r
+                    .and_then(|r| r.tools.as_ref())
                     .into_iter()
                     .flatten()
-                    .filter(|t| t["type"] == "function")
+                    .filter(|t| t.kind == "function")
                     .map(|t| {
-                        json!({"type": "function", "name": t["name"],
-                               "description": t["description"].as_str().unwrap_or(""),
-                               "parameters": if t["parameters"].is_object() { t["parameters"].clone() } else { json!({"type": "object", "properties": {}}) }})
+                        let parameters = t
+                            .parameters
+                            .clone()
+                            .filter(Value::is_object)
+                            .unwrap_or_else(|| json!({"type": "object", "properties": {}}));
+                        json!({"type": "function", "name": t.name,
+                               "description": t.description.as_deref().unwrap_or(""),
+                               "parameters": parameters})
                     })
                     .collect();
-                let choice = match &r["tool_choice"] {
-                    c @ (Value::String(_) | Value::Object(_)) => c.clone(),
+                let choice = match r.and_then(|r| r.tool_choice.clone()) {
+                    Some(c @ (Value::String(_) | Value::Object(_))) => c,
                     _ => json!("auto"),
                 };
                 (tools, choice)
@@ -57,46 +66,35 @@ impl LiveSession {
             "tools": tools,
             "tool_choice": choice,
         });
-        if let Some(i) = self.session["instructions"].as_str() {
-            session["instructions"] = Value::from(i);
+        if let Some(i) = &self.config.instructions {
+            session["instructions"] = Value::from(i.as_str());
         }
-        let format = &self.session["audio"]["format"];
-        if let Some(kind) = format["type"].as_str() {
-            // Realtime's format objects: a rate only for PCM.
-            let f = if kind == "audio/pcm" {
-                json!({"type": kind, "rate": 24_000})
-            } else {
-                json!({"type": kind})
-            };
+        if let Some(format) = self.config.audio.format {
+            let f = serde_json::to_value(format.realtime()).expect("a format serialises");
             session["audio"]["input"]["format"] = f.clone();
             session["audio"]["output"] = json!({"format": f});
         }
         // The voice is fixed at startup, so the engine never sees it change after audio.
-        let voice = &self.session["audio"]["output"]["voice"];
-        if !voice.is_null() {
-            session["audio"]["output"]["voice"] = voice.clone();
-        }
+        session["audio"]["output"]["voice"] =
+            serde_json::to_value(&self.config.audio.output.voice).expect("a voice serialises");
         self.engine_event(RealtimeClientEvent::session_update(session), None);
     }
 
     /// Startup history becomes the engine's conversation (developer messages as system ones).
     pub(super) fn load_history(&mut self) {
-        let items = self.session["input"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
+        let items = self.config.input.clone();
         for item in &items {
-            let text = config::input_text(item);
-            let (role, part) = match item["role"].as_str() {
-                Some("developer") => ("system", "input_text"),
-                Some("assistant") => ("assistant", "output_text"),
-                _ => ("user", "input_text"),
+            let text = item.text();
+            let (role, part) = match item.role {
+                InputRole::Developer => ("system", "input_text"),
+                InputRole::Assistant => ("assistant", "output_text"),
+                InputRole::User => ("user", "input_text"),
             };
             let item = json!({"type": "message", "role": role,
                 "content": [{"type": part, "text": text}]});
             self.engine_event(RealtimeClientEvent::item_create(item), None);
         }
-        self.answer_history = items.last().is_some_and(|i| i["role"] == "user");
+        self.answer_history = items.last().is_some_and(|i| i.role == InputRole::User);
     }
 
     /// Moves the turn engine's events into Live ones.
@@ -121,7 +119,7 @@ impl LiveSession {
                 if let Some(b) = self.backend.as_mut().filter(|b| b.response_id.is_none()) {
                     let id = response["id"].as_str().unwrap_or_default().to_owned();
                     b.response_id = Some(id.clone());
-                    let model = self.session["delegation"]["responses"]["model"].clone();
+                    let model = self.config.responses_model();
                     let response = json!({"id": id, "object": "response", "status": "in_progress",
                                           "model": model, "output": []});
                     self.backend_event(json!({"type": "response.created", "response": response}));
