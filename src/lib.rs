@@ -81,6 +81,10 @@ pub mod audio;
 // the `loopback` model, the network reference; `echo` and `tts` go through `realtime`.
 pub mod model;
 
+// A session's MCP tools: the requests the turn engine emits and their outcomes, run on a real
+// MCP server by the official SDK's client off the worker threads.
+pub mod mcp;
+
 // Creating calls, and knowing where they can go.
 
 // The HTTP front door: the Realtime WebRTC flow (offers, keys, hang-up, ICE restart), placement

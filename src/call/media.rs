@@ -36,10 +36,10 @@ const IDLE_ADVANCE: Duration = Duration::from_millis(100);
 const ARRIVALS_KEPT: usize = 100;
 
 /// Slow work for a response, run by the worker off the socket thread; its result comes back
-/// as a [`JobDone`] through the worker's mailbox. Today that is speech synthesis; a networked
-/// model's requests would be another [`Work`], on the same path.
+/// as a [`JobDone`] through the worker's mailbox: speech synthesis, and MCP requests.
 #[derive(Debug, Clone)]
 pub struct Job {
+    /// What the result is for: the response to speak, or the MCP request's key.
     pub response_id: String,
     pub work: Work,
     /// Fires when the response stops before the job is back.
@@ -49,6 +49,7 @@ pub struct Job {
 #[derive(Debug, Clone)]
 pub enum Work {
     Synthesize { text: String, voice: String },
+    Mcp(crate::mcp::McpRequest),
 }
 
 impl Job {
@@ -64,6 +65,19 @@ impl Job {
             cancel,
         } = self;
         match work {
+            Work::Mcp(request) => {
+                crate::mcp::client::start(
+                    request,
+                    move || cancel.is_cancelled(),
+                    move |outcome| {
+                        deliver(JobDone {
+                            response_id,
+                            result: Ok(JobOutput::Mcp(outcome)),
+                        })
+                    },
+                );
+                Ok(())
+            }
             Work::Synthesize { text, voice } => {
                 let id = response_id.clone();
                 let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
@@ -99,6 +113,8 @@ pub struct JobDone {
 #[derive(Debug)]
 pub enum JobOutput {
     Speech(tts::Speech),
+    /// Handed to the engine by the call, never to the media side.
+    Mcp(crate::mcp::McpOutcome),
 }
 
 /// Why a job gave nothing: an `error` event's code and message.
@@ -462,8 +478,8 @@ impl Voice {
                 self.held = Some((response_id, now + Duration::from_millis(delay_ms)));
                 None
             }
-            // The session ends the call; nothing to play or stop here.
-            Action::EndCall => None,
+            // The session ends the call; the call runs MCP requests (see `Call::poll_output`).
+            Action::EndCall | Action::Mcp { .. } => None,
         }
     }
 
@@ -490,6 +506,7 @@ impl Voice {
         let play_at = self.awaiting_job.take().map_or(now, |a| a.play_at);
         let speech = match done.result {
             Ok(JobOutput::Speech(speech)) => speech,
+            Ok(JobOutput::Mcp(_)) => return,
             Err(f) => return conv.on_audio_failed(response_id, f.code, &f.message),
         };
         if speech.pcm48k.is_empty() {

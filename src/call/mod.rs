@@ -214,8 +214,20 @@ impl Call {
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
         self.tick(now);
-        self.media
-            .on_job_done(now, done, self.engine.conversation());
+        match done.result {
+            Ok(media::JobOutput::Mcp(outcome)) => self
+                .engine
+                .conversation()
+                .on_mcp_outcome(&done.response_id, outcome),
+            result => self.media.on_job_done(
+                now,
+                JobDone {
+                    response_id: done.response_id,
+                    result,
+                },
+                self.engine.conversation(),
+            ),
+        }
     }
 
     /// Time has passed to [`Self::poll_timeout`] (or beyond; only what is due happens).
@@ -270,6 +282,15 @@ impl Call {
                     && let Some(framer) = &mut self.framer
                 {
                     framer.clear();
+                }
+                // Network work of the engine's own, beside the media side's.
+                if let Action::Mcp { key, request } = action {
+                    self.jobs.push(Job {
+                        response_id: key,
+                        work: media::Work::Mcp(request),
+                        cancel: crate::audio::tts::CancelToken::new(),
+                    });
+                    continue;
                 }
                 if let Some(job) = self
                     .media

@@ -128,8 +128,18 @@ pub struct ResponseContext<'a> {
     pub tools: &'a [tools::Tool],
     pub tool_choice: &'a tools::ToolChoice,
     pub parallel_tool_calls: bool,
+    /// The tools the session's MCP servers listed (and `allowed_tools` lets through).
+    pub mcp_tools: &'a [McpCallable],
     /// Responses this call started before this one (0 for the first).
     pub index: u64,
+}
+
+/// One tool an MCP server listed for this session, which a stub may call like a function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpCallable {
+    pub server_label: String,
+    pub name: String,
+    pub input_schema: serde_json::Value,
 }
 
 /// A function call the model makes; the engine gives it its ids.
@@ -138,6 +148,8 @@ pub struct ToolCall {
     pub name: String,
     /// A JSON object as text, as the `arguments` field carries it.
     pub arguments: String,
+    /// The MCP server whose tool this is; `None` for a function the app runs.
+    pub server_label: Option<String>,
 }
 
 /// How a response ends once its output is out.

@@ -128,7 +128,17 @@ pub fn calls_or_say(ctx: &ResponseContext<'_>, reply: impl FnOnce() -> Reply) ->
     }
 }
 
-/// The calls a stub makes for this response; empty when it should speak instead.
+/// A tool the stub can call: a function the app declared, or a tool an MCP server listed.
+struct Callable<'a> {
+    name: &'a str,
+    schema: Option<&'a Value>,
+    server_label: Option<&'a str>,
+}
+
+/// The calls a stub makes for this response; empty when it should speak instead. MCP tools
+/// are chosen by the same rules as functions, after them: named in the caller's words, or
+/// forced by `tool_choice` (`required` falls back to the first function, else the first MCP
+/// tool; `{"type": "mcp"}` names a server and optionally one of its tools).
 pub fn calls_for(ctx: &ResponseContext<'_>) -> Vec<ToolCall> {
     let said = match &ctx.prompt {
         Prompt::Text(t) => Some(t.as_str()),
@@ -136,38 +146,53 @@ pub fn calls_for(ctx: &ResponseContext<'_>) -> Vec<ToolCall> {
         Prompt::ToolOutputs(_) | Prompt::Nothing => return Vec::new(),
         Prompt::Idle | Prompt::AppendedAudio { .. } | Prompt::Unreadable => None,
     };
-    let functions: Vec<&FunctionTool> = ctx
-        .tools
-        .iter()
-        .filter_map(|t| match t {
-            Tool::Function(f) => Some(f),
-            Tool::Mcp(_) => None,
-        })
-        .collect();
-    let named_in_text: Vec<&FunctionTool> = match said {
-        Some(text) => functions
-            .iter()
-            .copied()
-            .filter(|t| names(text, &t.name))
-            .collect(),
+    let functions = ctx.tools.iter().filter_map(|t| match t {
+        Tool::Function(f) => Some(Callable {
+            name: &f.name,
+            schema: f.parameters.as_ref(),
+            server_label: None,
+        }),
+        Tool::Mcp(_) => None,
+    });
+    let mcp = ctx.mcp_tools.iter().map(|t| Callable {
+        name: &t.name,
+        schema: Some(&t.input_schema),
+        server_label: Some(&t.server_label),
+    });
+    let callable: Vec<Callable> = functions.chain(mcp).collect();
+    let named_in_text: Vec<&Callable> = match said {
+        Some(text) => callable.iter().filter(|t| names(text, t.name)).collect(),
         None => Vec::new(),
     };
-    let mut chosen: Vec<&FunctionTool> = match ctx.tool_choice {
+    let mut chosen: Vec<&Callable> = match ctx.tool_choice {
         ToolChoice::Mode(ToolMode::None) => return Vec::new(),
         ToolChoice::Mode(ToolMode::Required) => {
             if named_in_text.is_empty() {
-                functions.first().copied().into_iter().collect()
+                callable.first().into_iter().collect()
             } else {
                 named_in_text
             }
         }
-        ToolChoice::Named(NamedTool::Function { name }) => functions
+        ToolChoice::Named(NamedTool::Function { name }) => callable
             .iter()
-            .copied()
-            .filter(|t| t.name == *name)
+            .filter(|t| t.server_label.is_none() && t.name == *name)
             .take(1)
             .collect(),
-        ToolChoice::Named(NamedTool::Mcp { .. }) => Vec::new(),
+        ToolChoice::Named(NamedTool::Mcp { server_label, name }) => {
+            let on_server: Vec<&Callable> = callable
+                .iter()
+                .filter(|t| t.server_label == Some(server_label.as_str()))
+                .filter(|t| name.as_ref().is_none_or(|n| n == t.name))
+                .collect();
+            // The tool the caller named on that server, else its first.
+            match on_server
+                .iter()
+                .find(|t| named_in_text.iter().any(|n| n.name == t.name))
+            {
+                Some(t) => vec![*t],
+                None => on_server.into_iter().take(1).collect(),
+            }
+        }
         ToolChoice::Mode(ToolMode::Auto) => named_in_text,
     };
     if !ctx.parallel_tool_calls {
@@ -176,8 +201,9 @@ pub fn calls_for(ctx: &ResponseContext<'_>) -> Vec<ToolCall> {
     chosen
         .into_iter()
         .map(|t| ToolCall {
-            name: t.name.clone(),
-            arguments: arguments_for(t.parameters.as_ref().unwrap_or(&Value::Null)).to_string(),
+            name: t.name.to_owned(),
+            arguments: arguments_for(t.schema.unwrap_or(&Value::Null)).to_string(),
+            server_label: t.server_label.map(str::to_owned),
         })
         .collect()
 }
@@ -208,6 +234,7 @@ mod tests {
             tools,
             tool_choice: choice,
             parallel_tool_calls: true,
+            mcp_tools: &[],
             index: 0,
         }
     }

@@ -105,6 +105,7 @@ impl Conversation {
         let session = self.session_object();
         self.out
             .emit(RealtimeServerEvent::SessionUpdated { session });
+        self.sync_mcp();
         Ok(())
     }
 
@@ -220,6 +221,19 @@ impl Conversation {
                 ));
             }
         }
+        let approval = match (&item.value["type"], &item.value["approval_request_id"]) {
+            (t, Value::String(request)) if t == "mcp_approval_response" => {
+                if !self.awaits_approval(request) {
+                    return Err(ClientError::new(
+                        "invalid_approval_request_id",
+                        format!("No pending MCP approval request with id '{request}'."),
+                    )
+                    .param("item.approval_request_id"));
+                }
+                Some((request.clone(), item.value["approve"] == true))
+            }
+            _ => None,
+        };
         let value = item.value.clone();
         let previous = self.items.insert_after(previous, item)?;
         let placed = ItemInPlace {
@@ -230,6 +244,9 @@ impl Conversation {
             .emit(RealtimeServerEvent::ConversationItemAdded(placed.clone()));
         self.out
             .emit(RealtimeServerEvent::ConversationItemDone(placed));
+        if let Some((request, approve)) = approval {
+            self.on_approval(&request, approve);
+        }
         Ok(())
     }
 
@@ -371,6 +388,7 @@ impl Conversation {
             tool_choice: p.tool_choice,
             parallel_tool_calls: p.parallel_tool_calls,
             beside: false,
+            approved_mcp: None,
         })
     }
 

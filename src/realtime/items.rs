@@ -231,6 +231,21 @@ pub(super) fn client_item(
             out.insert("call_id".into(), Value::from(call_id));
             out.insert("output".into(), Value::from(output));
         }
+        "mcp_approval_response" => {
+            let request = required_str(raw, "approval_request_id", "item.approval_request_id")?;
+            let Some(Value::Bool(approve)) = raw.get("approve") else {
+                return Err(ClientError::wrong_type("item.approve", "a boolean"));
+            };
+            out.insert("approval_request_id".into(), Value::from(request));
+            out.insert("approve".into(), Value::Bool(*approve));
+            match raw.get("reason") {
+                None | Some(Value::Null) => {}
+                Some(Value::String(r)) => {
+                    out.insert("reason".into(), Value::from(r.as_str()));
+                }
+                Some(_) => return Err(ClientError::wrong_type("item.reason", "a string")),
+            }
+        }
         "function_call" => {
             for key in ["call_id", "name", "arguments"] {
                 let v = required_str(raw, key, &format!("item.{key}"))?;
@@ -241,7 +256,10 @@ pub(super) fn client_item(
         other => {
             return Err(ClientError::invalid(
                 "item.type",
-                format!("'{other}' (expected message, function_call or function_call_output)"),
+                format!(
+                    "'{other}' (expected message, function_call, function_call_output or \
+                     mcp_approval_response)"
+                ),
             ));
         }
     }

@@ -29,6 +29,7 @@ mod events;
 mod expiry;
 mod input;
 mod items;
+mod mcp;
 mod prompt;
 mod response;
 pub mod server_event;
@@ -80,6 +81,12 @@ pub enum Action {
     Hold { response_id: String, delay_ms: u64 },
     /// End the call once the events before this action are sent (the session expired).
     EndCall,
+    /// Run this request on an MCP server off the engine (see `mcp`); the host answers with
+    /// [`Conversation::on_mcp_outcome`] and the same `key`.
+    Mcp {
+        key: String,
+        request: crate::mcp::McpRequest,
+    },
 }
 
 /// How the client is connected, which changes a few events: on WebRTC the server plays the
@@ -135,6 +142,7 @@ pub struct Conversation {
     opened: bool,
     next_id: u64,
     transport: Transport,
+    mcp: mcp::McpState,
 }
 
 impl Conversation {
@@ -163,6 +171,7 @@ impl Conversation {
             opened: false,
             next_id: 0,
             transport: Transport::WebRtc,
+            mcp: mcp::McpState::default(),
         }
     }
 
@@ -233,6 +242,7 @@ impl Conversation {
         let session = self.session_object();
         self.out
             .emit(RealtimeServerEvent::SessionCreated { session });
+        self.sync_mcp();
     }
 
     /// A `session.created` with the session as it is now, for one more client joining the

@@ -18,6 +18,8 @@ pub(super) fn prompt_of<'a>(items: &[&'a Item]) -> Prompt<'a> {
             }),
             // The model's call: its outputs (if any) were collected above.
             Some("function_call") => break,
+            // A server's tool list and an approval answer are not something to reply to.
+            Some("mcp_list_tools" | "mcp_approval_response") => continue,
             _ => match item.role() {
                 Some("system") => continue,
                 Some("user") if outputs.is_empty() => return user_prompt(item),

@@ -37,6 +37,8 @@ pub(super) struct ResponseRequest {
     pub parallel_tool_calls: Option<bool>,
     /// It runs beside the active response (see `Conversation::respond_beside`): no plan delay.
     pub beside: bool,
+    /// The MCP call the client approved: this response makes it, without asking the model.
+    pub approved_mcp: Option<super::mcp::PlannedMcp>,
 }
 
 #[derive(Debug)]
@@ -44,8 +46,18 @@ pub(super) struct ActiveResponse {
     pub id: String,
     pub item_id: String,
     pub audio: bool,
-    /// It has a message output (spoken or text) at index 0; false for tool calls alone.
+    /// It has a message output (spoken or text) at `message_index`; false for tool calls alone.
     pub message: bool,
+    /// 0, or 1 when an MCP call's item comes first.
+    pub message_index: usize,
+    /// Its MCP call or approval request (see `super::mcp`).
+    pub mcp: Option<super::mcp::PlannedMcp>,
+    /// Its MCP call is out and the message waits for the server's answer.
+    pub awaiting_mcp: bool,
+    /// Finished output items before the message (the MCP call), for `response.done`.
+    pub lead: Vec<Value>,
+    /// `max_output_tokens` as a limit, for a message planned after an MCP call.
+    pub token_limit: Option<u64>,
     /// Function calls, output after the message once it is complete.
     pub calls: Vec<super::tool_calls::PlannedCall>,
     /// How it ends once its output is out (the model's plan).
@@ -127,13 +139,12 @@ impl ActiveResponse {
         }
     }
 
-    /// The message's one content part (output 0, content 0), which every text and audio
-    /// event names.
+    /// The message's one content part (content 0), which every text and audio event names.
     pub fn locator(&self) -> ContentRef {
         ContentRef {
             response_id: self.id.clone(),
             item_id: self.item_id.clone(),
-            output_index: 0,
+            output_index: self.message_index,
             content_index: 0,
         }
     }

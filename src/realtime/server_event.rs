@@ -155,6 +155,42 @@ pub enum RealtimeServerEvent {
         name: String,
         arguments: String,
     },
+
+    /// A session's MCP server being listed (see `super::mcp`): the `mcp_list_tools` item.
+    #[serde(rename = "mcp_list_tools.in_progress")]
+    McpListToolsInProgress { item_id: String },
+    #[serde(rename = "mcp_list_tools.completed")]
+    McpListToolsCompleted { item_id: String },
+    #[serde(rename = "mcp_list_tools.failed")]
+    McpListToolsFailed { item_id: String },
+    /// A response's `mcp_call` item: its arguments, then the server's answer.
+    #[serde(rename = "response.mcp_call_arguments.delta")]
+    McpCallArgumentsDelta {
+        #[serde(flatten)]
+        at: OutputRef,
+        delta: String,
+    },
+    #[serde(rename = "response.mcp_call_arguments.done")]
+    McpCallArgumentsDone {
+        #[serde(flatten)]
+        at: OutputRef,
+        arguments: String,
+    },
+    #[serde(rename = "response.mcp_call.in_progress")]
+    McpCallInProgress {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_call.completed")]
+    McpCallCompleted {
+        item_id: String,
+        output_index: usize,
+    },
+    #[serde(rename = "response.mcp_call.failed")]
+    McpCallFailed {
+        item_id: String,
+        output_index: usize,
+    },
 }
 
 /// An event as it leaves the engine: the event and the id the engine gave it.
@@ -222,6 +258,14 @@ impl RealtimeServerEvent {
             E::OutputAudioDone { .. } => "response.output_audio.done",
             E::FunctionCallArgumentsDelta { .. } => "response.function_call_arguments.delta",
             E::FunctionCallArgumentsDone { .. } => "response.function_call_arguments.done",
+            E::McpListToolsInProgress { .. } => "mcp_list_tools.in_progress",
+            E::McpListToolsCompleted { .. } => "mcp_list_tools.completed",
+            E::McpListToolsFailed { .. } => "mcp_list_tools.failed",
+            E::McpCallArgumentsDelta { .. } => "response.mcp_call_arguments.delta",
+            E::McpCallArgumentsDone { .. } => "response.mcp_call_arguments.done",
+            E::McpCallInProgress { .. } => "response.mcp_call.in_progress",
+            E::McpCallCompleted { .. } => "response.mcp_call.completed",
+            E::McpCallFailed { .. } => "response.mcp_call.failed",
         }
     }
 }
@@ -260,6 +304,14 @@ pub struct ContentRef {
     pub item_id: String,
     pub output_index: usize,
     pub content_index: usize,
+}
+
+/// Which output item of which response an event is about (MCP call events).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OutputRef {
+    pub response_id: String,
+    pub item_id: String,
+    pub output_index: usize,
 }
 
 /// Which function call of which response an arguments event is about.
@@ -323,6 +375,11 @@ mod tests {
             item_id: "item_2".into(),
             output_index: 1,
             call_id: "call_1".into(),
+        };
+        let mcp = OutputRef {
+            response_id: "resp_1".into(),
+            item_id: "item_3".into(),
+            output_index: 0,
         };
         let placed = ItemInPlace {
             previous_item_id: None,
@@ -446,6 +503,35 @@ mod tests {
                 at: call,
                 name: "n".into(),
                 arguments: "{}".into(),
+            },
+            E::McpListToolsInProgress {
+                item_id: "i".into(),
+            },
+            E::McpListToolsCompleted {
+                item_id: "i".into(),
+            },
+            E::McpListToolsFailed {
+                item_id: "i".into(),
+            },
+            E::McpCallArgumentsDelta {
+                at: mcp.clone(),
+                delta: "{".into(),
+            },
+            E::McpCallArgumentsDone {
+                at: mcp,
+                arguments: "{}".into(),
+            },
+            E::McpCallInProgress {
+                item_id: "i".into(),
+                output_index: 0,
+            },
+            E::McpCallCompleted {
+                item_id: "i".into(),
+                output_index: 0,
+            },
+            E::McpCallFailed {
+                item_id: "i".into(),
+                output_index: 0,
             },
         ];
         for event in all {

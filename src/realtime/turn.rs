@@ -101,13 +101,12 @@ impl Conversation {
         self.after_response();
     }
 
-    /// Opens a response (the caller has checked none is active): the `.created`/`.added`
-    /// events, then `Speak` for audio, or the whole response at once when nothing plays.
+    /// Opens a response (the caller has checked none is active): the `.created` events, then
+    /// its MCP call (see `super::mcp`) or its output.
     pub(super) fn start_response(&mut self, req: ResponseRequest) {
         let (r, reply, delay_ms) = self.plan_response(&req);
         let delay_ms = if req.beside { 0 } else { delay_ms };
-        let (id, item_id, audio, message) = (r.id.clone(), r.item_id.clone(), r.audio, r.message);
-        let in_conversation = r.in_conversation;
+        let id = r.id.clone();
         let response = r.object("in_progress", Value::Null, Vec::new());
         self.out.emit(E::ResponseCreated { response });
         let used = r.input_tokens["text_tokens"].as_u64().unwrap_or(0)
@@ -115,12 +114,29 @@ impl Conversation {
         self.out.emit(E::RateLimitsUpdated {
             rate_limits: rate_limits(used),
         });
-        self.last_response_id = Some(id.clone());
+        self.last_response_id = Some(id);
+        let call = r.mcp.clone().filter(|m| !m.needs_approval);
+        self.active = Some(r);
+        match call {
+            Some(m) => self.open_mcp_call(&m),
+            None => self.open_output(reply, delay_ms),
+        }
+    }
+
+    /// The active response's message: its `.added` events, then `Speak` for audio, or the whole
+    /// response at once when nothing plays.
+    fn open_output(&mut self, reply: Option<Reply>, delay_ms: u64) {
+        let Some(r) = self.active.as_ref() else {
+            return;
+        };
+        let (id, item_id, audio, message) = (r.id.clone(), r.item_id.clone(), r.audio, r.message);
+        let (in_conversation, output_index) = (r.in_conversation, r.message_index);
         if message {
+            let (at, part) = (r.locator(), r.part(""));
             let item = assistant_item(&item_id);
             self.out.emit(E::OutputItemAdded(OutputItem {
                 response_id: id.clone(),
-                output_index: 0,
+                output_index,
                 item: item.value.clone(),
             }));
             if in_conversation {
@@ -131,12 +147,8 @@ impl Conversation {
                     item: value,
                 }));
             }
-            self.out.emit(E::ContentPartAdded {
-                at: r.locator(),
-                part: r.part(""),
-            });
+            self.out.emit(E::ContentPartAdded { at, part });
         }
-        self.active = Some(r);
         if let (true, true, Some(reply)) = (message, audio, reply) {
             self.sync_item("in_progress");
             self.audio_produced = true;
@@ -166,6 +178,41 @@ impl Conversation {
         }
     }
 
+    /// The active response's MCP call came back with `output`: the model says the result,
+    /// as the message after the call.
+    pub(super) fn say_after_mcp(&mut self, name: &str, item_id: &str, output: &str) {
+        let Some(r) = self.active.as_ref() else {
+            return;
+        };
+        let (audio, limit) = (r.audio, r.token_limit);
+        let auto = crate::model::tools::ToolChoice::default();
+        let plan = self.model.respond(&ResponseContext {
+            prompt: crate::model::Prompt::ToolOutputs(vec![crate::model::ToolOutput {
+                call_id: item_id,
+                name: Some(name),
+                output,
+            }]),
+            instructions: None,
+            tools: &[],
+            tool_choice: &auto,
+            parallel_tool_calls: true,
+            mcp_tools: &[],
+            index: self.responses_started.saturating_sub(1),
+        });
+        let shaped = shape_reply(plan.reply, audio, limit);
+        let Some(r) = self.active.as_mut() else {
+            return;
+        };
+        r.message = shaped.reply.is_some();
+        r.words = shaped.words;
+        r.total_ms = shaped.total_ms;
+        r.length_known = shaped.length_known;
+        if shaped.cut {
+            r.ending = Ending::Incomplete;
+        }
+        self.open_output(shaped.reply, plan.delay_ms);
+    }
+
     /// A held response's delay is over (see [`Action::Hold`]): its output comes now. Ignored
     /// for a response that already ended (cancelled meanwhile).
     pub fn on_hold_over(&mut self, response_id: &str) {
@@ -183,7 +230,11 @@ impl Conversation {
     fn plan_response(&mut self, req: &ResponseRequest) -> (ActiveResponse, Option<Reply>, u64) {
         let index = self.responses_started;
         self.responses_started += 1;
-        let plan = {
+        let tools = req.tools.as_deref().unwrap_or(&self.config.tools);
+        let mcp_tools = self.mcp_callables(tools);
+        let plan = if req.approved_mcp.is_some() {
+            Plan::default()
+        } else {
             let items: Vec<&Item> = match &req.input {
                 Some(input) => input.iter().collect(),
                 None => self.items.iter().collect(),
@@ -191,56 +242,56 @@ impl Conversation {
             let ctx = ResponseContext {
                 prompt: prompt_of(&items),
                 instructions: req.instructions.as_deref(),
-                tools: req.tools.as_deref().unwrap_or(&self.config.tools),
+                tools,
                 tool_choice: req.tool_choice.as_ref().unwrap_or(&self.config.tool_choice),
                 parallel_tool_calls: req
                     .parallel_tool_calls
                     .or(self.config.parallel_tool_calls)
                     .unwrap_or(true),
+                mcp_tools: &mcp_tools,
                 index,
             };
             self.model.respond(&ctx)
         };
         let Plan {
             delay_ms,
-            mut reply,
+            reply,
             mut tool_calls,
             mut ending,
         } = plan;
+        // An MCP call takes the response: its message comes once the server has answered.
+        // Not beside another response, which must complete at once.
+        let mut mcp = req.approved_mcp.clone();
+        let first_mcp = tool_calls.iter().position(|c| c.server_label.is_some());
+        if let (None, Some(i), false) = (&mcp, first_mcp, req.beside) {
+            let c = tool_calls.remove(i);
+            let label = c.server_label.unwrap_or_default();
+            mcp = Some(self.plan_mcp(&label, &c.name, c.arguments));
+        }
+        tool_calls.retain(|c| c.server_label.is_none());
+        let reply = if mcp.is_some() {
+            tool_calls.clear();
+            None
+        } else {
+            reply
+        };
         let audio = !req.text_only.unwrap_or(self.config.text_only());
-        let mut words = reply
-            .as_ref()
-            .map(|r| words(&r.transcript()))
-            .unwrap_or_default();
         let max_tokens = req
             .max_output_tokens
             .unwrap_or(self.config.max_output_tokens);
-        let limit = max_tokens.limit();
-        if let Some(limit) = limit
-            && cut_to_tokens(&mut reply, &mut words, audio, limit)
-        {
+        let token_limit = max_tokens.limit();
+        let Shaped {
+            reply,
+            words,
+            total_ms,
+            length_known,
+            cut,
+        } = shape_reply(reply, audio, token_limit);
+        if cut {
             // Cut by the limit: the response stops where the output does, before any call.
             tool_calls.clear();
             ending = Ending::Incomplete;
-            // An echo's transcript names its (now shorter) length.
-            words = reply
-                .as_ref()
-                .map(|r| super::response::words(&r.transcript()))
-                .unwrap_or_default();
         }
-        let (reply, total_ms, length_known) = match reply {
-            Some(Reply::EchoInput {
-                audio_start_ms,
-                audio_end_ms,
-                ..
-            }) => (reply, audio_end_ms - audio_start_ms, true),
-            Some(Reply::Text { .. }) => (
-                Some(Reply::text(words.join(" "))),
-                words.len() as u64 * MS_PER_WORD,
-                false,
-            ),
-            None => (None, 0, true),
-        };
         let in_conversation = !req.out_of_band;
         let id = self.new_id("resp");
         let item_id = self.new_id("item");
@@ -270,6 +321,11 @@ impl Conversation {
             item_id,
             audio,
             message: reply.is_some(),
+            message_index: 0,
+            mcp,
+            awaiting_mcp: false,
+            lead: Vec::new(),
+            token_limit,
             calls,
             ending,
             holding: false,
@@ -382,7 +438,9 @@ impl Conversation {
         } else {
             Vec::new()
         };
-        let mut output = Vec::new();
+        let mut output = r.lead.clone();
+        let message_index = r.message_index;
+        let approval = r.mcp.clone().filter(|m| m.needs_approval && output_done);
         if message {
             let text = r.transcript_so_far();
             let at = r.locator();
@@ -403,7 +461,7 @@ impl Conversation {
             self.out.emit(E::ContentPartDone { at, part });
             self.out.emit(E::OutputItemDone(OutputItem {
                 response_id: id.clone(),
-                output_index: 0,
+                output_index: message_index,
                 item: item.clone(),
             }));
             if in_conversation {
@@ -417,7 +475,11 @@ impl Conversation {
             }
             output.push(item);
         }
-        output.extend(self.emit_tool_calls(&id, &calls, usize::from(message), in_conversation));
+        let first_call = message_index + usize::from(message);
+        output.extend(self.emit_tool_calls(&id, &calls, first_call, in_conversation));
+        if let Some(m) = approval {
+            output.push(self.emit_approval_request(&id, &m, output.len(), in_conversation));
+        }
         let Some(r) = self.active.take() else {
             return;
         };
@@ -510,6 +572,52 @@ impl Conversation {
         if self.active.is_none() && std::mem::take(&mut self.auto_response_queued) {
             self.start_response(ResponseRequest::default());
         }
+        self.run_approved();
+    }
+}
+
+/// A reply made ready to play: its words, its length, and whether the token limit cut it.
+struct Shaped {
+    reply: Option<Reply>,
+    words: Vec<String>,
+    total_ms: u64,
+    length_known: bool,
+    cut: bool,
+}
+
+/// Splits `reply` into the words its deltas carry and cuts it to `limit` output tokens.
+fn shape_reply(mut reply: Option<Reply>, audio: bool, limit: Option<u64>) -> Shaped {
+    let mut words = reply
+        .as_ref()
+        .map(|r| words(&r.transcript()))
+        .unwrap_or_default();
+    let cut = limit.is_some_and(|limit| cut_to_tokens(&mut reply, &mut words, audio, limit));
+    if cut {
+        // An echo's transcript names its (now shorter) length.
+        words = reply
+            .as_ref()
+            .map(|r| super::response::words(&r.transcript()))
+            .unwrap_or_default();
+    }
+    let (reply, total_ms, length_known) = match reply {
+        Some(Reply::EchoInput {
+            audio_start_ms,
+            audio_end_ms,
+            ..
+        }) => (reply, audio_end_ms - audio_start_ms, true),
+        Some(Reply::Text { .. }) => (
+            Some(Reply::text(words.join(" "))),
+            words.len() as u64 * MS_PER_WORD,
+            false,
+        ),
+        None => (None, 0, true),
+    };
+    Shaped {
+        reply,
+        words,
+        total_ms,
+        length_known,
+        cut,
     }
 }
 

@@ -85,7 +85,8 @@ describe('firefox-esr against the default media address', { timeout: FILE_TIMEOU
       }
       assert.match(String(panes.reply), /^Echoing your \d+(\.\d+)? second turn\.?$/, 'conversation pane');
       const rtt = await waitForPage(page, () => typeof window.voiceEdge.net?.rttMs === 'number' && document.querySelector('#net-rtt').textContent, null, {
-        timeoutMs: 5_000,
+        // Firefox computes the RTT from RTCP receiver reports, sent every few seconds.
+        timeoutMs: 12_000,
       });
       assert.match(rtt, /^\d+(\.\d+)? ms/, `RTT shown: ${rtt}`);
       // No speech_stopped in a push-to-talk turn: the latency counts from the response.create sent.

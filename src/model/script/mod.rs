@@ -192,6 +192,7 @@ fn plan_turn(turn: &Turn, ctx: &ResponseContext<'_>) -> Plan {
                     Some(args) => args.to_string(),
                     None => declared_arguments(ctx, &call.name),
                 },
+                server_label: None,
             }),
             Step::Fail(f) => {
                 plan.ending = match f {

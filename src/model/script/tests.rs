@@ -20,6 +20,7 @@ fn ctx<'a>(prompt: Prompt<'a>, index: u64, tools: &'a [Tool]) -> ResponseContext
         tools,
         tool_choice: &AUTO,
         parallel_tool_calls: true,
+        mcp_tools: &[],
         index,
     }
 }

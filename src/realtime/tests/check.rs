@@ -90,6 +90,28 @@ pub(super) fn fields(ev: &Value) {
                 );
             }
         }
+        "mcp_list_tools.in_progress" | "mcp_list_tools.completed" | "mcp_list_tools.failed" => {
+            string(ev, "item_id")
+        }
+        "response.mcp_call_arguments.delta" | "response.mcp_call_arguments.done" => {
+            string(ev, "response_id");
+            string(ev, "item_id");
+            num(ev, "output_index");
+            string(
+                ev,
+                if kind.ends_with("delta") {
+                    "delta"
+                } else {
+                    "arguments"
+                },
+            );
+        }
+        "response.mcp_call.in_progress"
+        | "response.mcp_call.completed"
+        | "response.mcp_call.failed" => {
+            string(ev, "item_id");
+            num(ev, "output_index");
+        }
         "response.created" | "response.done" => response(kind, &ev["response"]),
         "rate_limits.updated" => {
             let limits = ev["rate_limits"].as_array().expect("rate_limits array");
@@ -217,6 +239,26 @@ fn response(kind: &str, r: &Value) {
 pub(super) fn item(i: &Value) {
     string(i, "id");
     assert_eq!(i["object"], "realtime.item");
+    // The MCP items have no `status` (`RealtimeMcpListTools`, `RealtimeMcpToolCall`, …).
+    match i["type"].as_str().unwrap() {
+        "mcp_list_tools" => {
+            string(i, "server_label");
+            assert!(i["tools"].is_array(), "tools must be an array: {i}");
+            return;
+        }
+        "mcp_call" | "mcp_approval_request" => {
+            for key in ["server_label", "name", "arguments"] {
+                string(i, key);
+            }
+            return;
+        }
+        "mcp_approval_response" => {
+            string(i, "approval_request_id");
+            assert!(i["approve"].is_boolean(), "approve must be a boolean: {i}");
+            return;
+        }
+        _ => {}
+    }
     let status = i["status"].as_str().unwrap();
     assert!(["completed", "incomplete", "in_progress"].contains(&status));
     if i["type"] == "function_call" {

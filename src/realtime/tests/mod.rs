@@ -4,6 +4,7 @@
 
 mod check;
 mod items;
+mod mcp;
 mod responses;
 mod scripts;
 mod session;

@@ -673,7 +673,9 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         assert_eq!(net.synthesis.len(), 1, "one job per spoken response");
         let s = net.synthesis.pop().unwrap();
         assert_eq!(s.call_id, call_id);
-        let Work::Synthesize { text: asked, .. } = &s.job.work;
+        let Work::Synthesize { text: asked, .. } = &s.job.work else {
+            panic!("a speech job: {:?}", s.job.work);
+        };
         assert_eq!(asked, text);
         assert!(!s.job.cancel.is_cancelled());
         s
