@@ -266,12 +266,16 @@ pub enum Codec {
     Pcma,
     /// 24 kHz mono 16-bit little-endian PCM (the WebSocket transport only).
     Pcm24,
+    /// The same at 16 kHz: the Live WebSocket's `audio/pcm` with `rate: 16000`.
+    Pcm16,
 }
 
 /// G.711's RTP clock.
 const G711_CLOCK_HZ: u32 = 8_000;
 /// The Realtime API's `audio/pcm` rate.
 const PCM24_CLOCK_HZ: u32 = 24_000;
+/// The Live API's other `audio/pcm` rate.
+const PCM16_CLOCK_HZ: u32 = 16_000;
 /// Longest packet accepted, ms (as Opus's 120 ms).
 const MAX_PACKET_MS: usize = 120;
 
@@ -299,6 +303,7 @@ impl Codec {
             Codec::Opus => SAMPLE_RATE,
             Codec::Pcmu | Codec::Pcma => G711_CLOCK_HZ,
             Codec::Pcm24 => PCM24_CLOCK_HZ,
+            Codec::Pcm16 => PCM16_CLOCK_HZ,
         }
     }
 
@@ -327,14 +332,14 @@ impl Codec {
             Codec::Opus => MIME_TYPE_OPUS,
             Codec::Pcmu => MIME_TYPE_PCMU,
             Codec::Pcma => MIME_TYPE_PCMA,
-            Codec::Pcm24 => "audio/L16",
+            Codec::Pcm24 | Codec::Pcm16 => "audio/L16",
         }
     }
 
     /// The Realtime session's `audio.*.format.type` for calls with this codec.
     pub fn realtime_format(self) -> &'static str {
         match self {
-            Codec::Opus | Codec::Pcm24 => "audio/pcm",
+            Codec::Opus | Codec::Pcm24 | Codec::Pcm16 => "audio/pcm",
             Codec::Pcmu => "audio/pcmu",
             Codec::Pcma => "audio/pcma",
         }
@@ -347,6 +352,17 @@ impl Codec {
             "audio/pcmu" => Some(Codec::Pcmu),
             "audio/pcma" => Some(Codec::Pcma),
             _ => None,
+        }
+    }
+
+    /// The WebSocket codec for a session's format, its PCM rate included.
+    pub fn for_format(format: crate::realtime::AudioFormat) -> Codec {
+        use crate::realtime::AudioFormat;
+        match format {
+            AudioFormat::Pcm { rate: Some(16_000) } => Codec::Pcm16,
+            AudioFormat::Pcm { .. } => Codec::Pcm24,
+            AudioFormat::Pcmu => Codec::Pcmu,
+            AudioFormat::Pcma => Codec::Pcma,
         }
     }
 
@@ -376,7 +392,7 @@ impl Codec {
             Codec::Opus => None,
             Codec::Pcmu => Some(SampleFormat::Law(super::g711::Law::Mu)),
             Codec::Pcma => Some(SampleFormat::Law(super::g711::Law::A)),
-            Codec::Pcm24 => Some(SampleFormat::L16),
+            Codec::Pcm24 | Codec::Pcm16 => Some(SampleFormat::L16),
         }
     }
 

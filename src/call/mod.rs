@@ -387,10 +387,10 @@ impl Call {
 /// A stream session's input and output codecs, from its formats.
 fn formats(conv: &Conversation) -> (Codec, Codec) {
     let audio = &conv.config().audio;
-    let codec = |format: crate::realtime::AudioFormat| {
-        Codec::from_realtime_format(format.name()).unwrap_or(Codec::Pcm24)
-    };
-    (codec(audio.input.format), codec(audio.output.format))
+    (
+        Codec::for_format(audio.input.format),
+        Codec::for_format(audio.output.format),
+    )
 }
 
 #[cfg(test)]

@@ -121,8 +121,8 @@ impl TryFrom<Value> for Voice {
     }
 }
 
-/// A WebSocket session's `audio.format` (`AudioFormat`): 24 kHz PCM16 (the default), or G.711
-/// at 8 kHz. The service also takes PCM at 16 kHz; voice-edge's codecs do not, and say so.
+/// A WebSocket session's `audio.format` (`AudioFormat`): PCM16 at 24 kHz (the default) or
+/// 16 kHz, or G.711 at 8 kHz.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LiveFormat {
@@ -151,7 +151,9 @@ impl LiveFormat {
     /// The same format as the turn engine names it.
     pub fn realtime(self) -> AudioFormat {
         match self.kind {
-            FormatKind::Pcm => AudioFormat::PCM_24K,
+            FormatKind::Pcm => AudioFormat::Pcm {
+                rate: Some(self.rate.unwrap_or(24_000)),
+            },
             FormatKind::Pcmu => AudioFormat::Pcmu,
             FormatKind::Pcma => AudioFormat::Pcma,
         }
@@ -162,12 +164,7 @@ impl LiveFormat {
         let param = "session.audio.format.rate";
         let rate = match (self.kind, self.rate) {
             (FormatKind::Pcm, None | Some(24_000)) => 24_000,
-            (FormatKind::Pcm, Some(16_000)) => {
-                return Err(ClientError::invalid(
-                    param,
-                    "voice-edge takes PCM at 24000 Hz only (16000 is not implemented)",
-                ));
-            }
+            (FormatKind::Pcm, Some(16_000)) => 16_000,
             (FormatKind::Pcm, Some(_)) => {
                 return Err(ClientError::invalid(param, "PCM is 16000 or 24000 Hz"));
             }
@@ -803,12 +800,13 @@ mod tests {
             shown(&ws(json!({"type": "audio/pcmu"})).unwrap())["audio"]["format"]["rate"],
             8000
         );
-        assert!(
-            ws(json!({"type": "audio/pcm", "rate": 16000}))
-                .unwrap_err()
-                .message
-                .contains("24000")
+        let pcm16 = ws(json!({"type": "audio/pcm", "rate": 16000})).unwrap();
+        assert_eq!(shown(&pcm16)["audio"]["format"]["rate"], 16000);
+        assert_eq!(
+            pcm16.audio.format.unwrap().realtime(),
+            AudioFormat::Pcm { rate: Some(16_000) }
         );
+        assert!(ws(json!({"type": "audio/pcm", "rate": 44100})).is_err());
         assert_eq!(
             ws(json!({"type": "audio/opus"}))
                 .unwrap_err()

@@ -158,6 +158,7 @@ impl AudioFormat {
     /// Bytes per millisecond of its audio (16-bit 24 kHz PCM, or 8-bit 8 kHz G.711).
     pub fn bytes_per_ms(self) -> u64 {
         match self {
+            AudioFormat::Pcm { rate: Some(16_000) } => 32,
             AudioFormat::Pcm { .. } => 48,
             AudioFormat::Pcmu | AudioFormat::Pcma => 8,
         }

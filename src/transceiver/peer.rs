@@ -58,6 +58,7 @@ pub fn codec_parameters(codec: Codec) -> RTCRtpCodecParameters {
         // Never offered: the WebSocket transport's format, kept here only so every codec has
         // a line (a dynamic payload type, as L16 would be).
         Codec::Pcm24 => (24000, 1, "", 96),
+        Codec::Pcm16 => (16000, 1, "", 97),
     };
     RTCRtpCodecParameters {
         rtp_codec: RTCRtpCodec {

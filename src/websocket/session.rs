@@ -475,6 +475,37 @@ mod tests {
     }
 
     #[test]
+    fn a_live_websocket_at_16_khz_hears_and_answers_at_16_khz() {
+        let start = json!({"type": "session.start", "session": {"model": "echo",
+            "audio": {"format": {"type": "audio/pcm", "rate": 16000}}}});
+        let mut s = WsSession::start_live("live_16k".into(), &start.to_string(), 0).unwrap();
+        let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
+            .expect("fixtures/speech.wav");
+        let (_, pcm) = crate::audio::wav::parse_wav(&wav).unwrap();
+        let pcm16 = crate::audio::resample::resample(&pcm, 48_000, 16_000);
+        let speech: Vec<u8> = pcm16.iter().flat_map(|s| s.to_le_bytes()).collect();
+        // 32 bytes a millisecond: the VAD hears the turn only if the input is read at 16 kHz.
+        let events = spoken_turn_as(&mut s, "session.input_audio.append", &speech, 32);
+        assert_eq!(events[0]["session"]["audio"]["format"]["rate"], 16000);
+        let bytes = delta_bytes(&events, "session.output_audio.delta");
+        // Each delta is 20 ms: 320 samples of 16-bit PCM at 16 kHz (480 at 24 kHz).
+        let first = events
+            .iter()
+            .find(|e| e["type"] == "session.output_audio.delta")
+            .expect("audio came back");
+        assert_eq!(
+            delta_bytes(std::slice::from_ref(first), "session.output_audio.delta"),
+            640
+        );
+        let echoed_ms = bytes as f64 / 32.0;
+        let spoken_ms = speech.len() as f64 / 32.0;
+        assert!(
+            echoed_ms > spoken_ms * 0.6 && echoed_ms < spoken_ms + 1500.0,
+            "a 16 kHz echo of {echoed_ms:.0} ms for {spoken_ms:.0} ms of speech"
+        );
+    }
+
+    #[test]
     fn a_live_websocket_starts_with_session_start_and_echoes_a_turn() {
         // Anything before session.start is refused, as is a bad config; neither ends the socket.
         let early = WsSession::start_live(
@@ -485,7 +516,7 @@ mod tests {
         let e: Value = serde_json::from_str(&early.err().unwrap()).unwrap();
         assert_eq!(e["error"]["code"], "session_not_started");
         assert_eq!(e["client_event_id"], "x");
-        let bad = json!({"type": "session.start", "session": {"model": "echo", "audio": {"format": {"type": "audio/pcm", "rate": 16000}}}});
+        let bad = json!({"type": "session.start", "session": {"model": "echo", "audio": {"format": {"type": "audio/pcm", "rate": 44100}}}});
         assert!(WsSession::start_live("live_ws".into(), &bad.to_string(), 0).is_err());
         let start =
             json!({"type": "session.start", "event_id": "s1", "session": {"model": "echo"}});

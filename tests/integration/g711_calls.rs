@@ -20,7 +20,7 @@ fn assert_answer_names(sdp: &str, codec: Codec) {
     let (pt, name) = match codec {
         Codec::Pcmu => (0, "PCMU"),
         Codec::Pcma => (8, "PCMA"),
-        Codec::Opus | Codec::Pcm24 => unreachable!(),
+        Codec::Opus | Codec::Pcm24 | Codec::Pcm16 => unreachable!(),
     };
     let m = sdp
         .lines()

@@ -69,15 +69,14 @@ impl LiveSession {
         if let Some(i) = &self.config.instructions {
             session["instructions"] = Value::from(i.as_str());
         }
-        if let Some(format) = self.config.audio.format {
-            let f = serde_json::to_value(format.realtime()).expect("a format serialises");
-            session["audio"]["input"]["format"] = f.clone();
-            session["audio"]["output"] = json!({"format": f});
-        }
         // The voice is fixed at startup, so the engine never sees it change after audio.
-        session["audio"]["output"]["voice"] =
-            serde_json::to_value(&self.config.audio.output.voice).expect("a voice serialises");
+        session["audio"]["output"] = json!({"voice": serde_json::to_value(&self.config.audio.output.voice).expect("a voice serialises")});
         self.engine_event(RealtimeClientEvent::session_update(session), None);
+        // Set on the engine, not sent as an update: Live also takes 16 kHz PCM, which a
+        // Realtime session.update refuses.
+        if let Some(format) = self.config.audio.format {
+            self.conv.set_audio_format(format.realtime());
+        }
     }
 
     /// Startup history becomes the engine's conversation (developer messages as system ones).
