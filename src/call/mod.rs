@@ -168,9 +168,13 @@ impl Call {
         let updates_session = kind == "session.update";
         // The engine checks and answers the event (an `error` for bad base64) either way.
         self.engine.on_client_text(text, origin);
+        let at = self.session_ms(now);
         if let (Some(audio), Some(framer)) = (audio, &mut self.framer) {
             let ticks = self.media.codec().frame_ticks();
             for frame in framer.push(&audio) {
+                if let Some(r) = &mut self.recorder {
+                    r.caller(at, &frame);
+                }
                 let (ts, seq) = (self.input_ticks, self.input_seq);
                 self.media
                     .on_rtp(now, &frame, ts, seq, self.engine.conversation());

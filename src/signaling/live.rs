@@ -114,8 +114,19 @@ pub(super) async fn connect(
     let slot = client_slot(&sig, peer.map(|p| p.0.0.ip())).await?;
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
     let (t, _) = sig.place(None)?;
+    // Minted here, with the placement in it as a call's id has, so the session is found again
+    // by its id (its recording) and owned by the key that opened it.
+    let id = crate::transceiver::call_id::mint_with(
+        crate::live::ID_PREFIX,
+        crate::transceiver::call_id::CallPlace {
+            cluster: t.cluster(),
+            transceiver: t.id(),
+            worker: 0,
+        },
+    );
+    sig.keys.record_owner(&id, key.as_deref());
     let stream = t
-        .open_session(SessionRequest::Live)
+        .open_session(SessionRequest::Live { id })
         .await
         .map_err(call_error)?;
     Ok(serve_stream(upgrade, stream, "session ended", Some(slot)))

@@ -417,7 +417,11 @@ impl TransceiverHandle {
         if self.is_draining() {
             return Err(CallError::Unavailable(self.id));
         }
-        Ok(crate::websocket::spawn(request, self.ws_sessions.clone()))
+        Ok(crate::websocket::spawn(
+            request,
+            self.ws_sessions.clone(),
+            self.recordings.clone(),
+        ))
     }
 
     /// WebSocket sessions running here.

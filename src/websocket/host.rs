@@ -9,6 +9,7 @@ use tokio::sync::mpsc;
 
 use super::{EventStream, STREAM_CAPACITY, SessionRequest, WsSession};
 use crate::call::media::JobDone;
+use crate::call::recording::SharedRecordings;
 
 /// The real service closes a session after 60 minutes; so does this one.
 const MAX_SESSION: Duration = crate::realtime::session_limits::MAX_SESSION_DURATION;
@@ -16,8 +17,13 @@ const MAX_SESSION: Duration = crate::realtime::session_limits::MAX_SESSION_DURAT
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts a session on the current tokio runtime and returns its stream; `live` counts it
-/// until it ends. A Live session is made from the client's `session.start`.
-pub fn spawn(request: SessionRequest, live: Arc<AtomicUsize>) -> EventStream {
+/// until it ends. A Live session is made from the client's `session.start`; a stored one's
+/// recording goes to `recordings` when it ends, as a WebRTC session's does.
+pub fn spawn(
+    request: SessionRequest,
+    live: Arc<AtomicUsize>,
+    recordings: SharedRecordings,
+) -> EventStream {
     let (to_session, mut from_client) = mpsc::channel(STREAM_CAPACITY);
     let (to_client, from_session) = mpsc::channel(STREAM_CAPACITY);
     let expires = crate::realtime::session_limits::expires_at_unix();
@@ -26,8 +32,7 @@ pub fn spawn(request: SessionRequest, live: Arc<AtomicUsize>) -> EventStream {
         let _count = Live(live);
         let random = hex::encode(rand::random::<[u8; 12]>());
         let session = match request {
-            SessionRequest::Live => {
-                let id = format!("{}{random}", crate::live::ID_PREFIX);
+            SessionRequest::Live { id } => {
                 match await_start(id, expires, &mut from_client, &to_client).await {
                     Some(session) => session,
                     None => return,
@@ -35,7 +40,12 @@ pub fn spawn(request: SessionRequest, live: Arc<AtomicUsize>) -> EventStream {
             }
             request => WsSession::new(format!("sess_{random}"), &request, expires),
         };
-        run(session, from_client, to_client).await;
+        let mut session = session;
+        run(&mut session, from_client, to_client).await;
+        if let Some(wav) = session.take_recording() {
+            let now = std::time::Instant::now();
+            crate::call::recording::lock(&recordings).insert(now, session.id.clone(), wav);
+        }
     });
     EventStream {
         to_session,
@@ -51,7 +61,7 @@ impl Drop for Live {
 }
 
 async fn run(
-    mut session: WsSession,
+    session: &mut WsSession,
     mut from_client: mpsc::Receiver<String>,
     to_client: mpsc::Sender<String>,
 ) {

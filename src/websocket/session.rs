@@ -33,7 +33,11 @@ pub enum SessionRequest {
         session: Option<serde_json::Value>,
     },
     Transcription,
-    Live,
+    /// A Live session; `id` is minted by signaling, which placed it, so the session can be
+    /// found again by it (its recording, `GET /v1/live/sessions/{id}/content`).
+    Live {
+        id: String,
+    },
 }
 
 pub struct WsSession {
@@ -51,7 +55,7 @@ impl WsSession {
     pub fn new(id: String, request: &SessionRequest, expires_at_unix: u64) -> WsSession {
         let (model, session) = match request {
             SessionRequest::Realtime { model, session } => (model.clone(), session.as_ref()),
-            SessionRequest::Transcription | SessionRequest::Live => (ModelKind::Echo, None),
+            SessionRequest::Transcription | SessionRequest::Live { .. } => (ModelKind::Echo, None),
         };
         let mut conv = Conversation::new(id.clone(), &model);
         conv.set_transport(Transport::WebSocket);
@@ -85,6 +89,7 @@ impl WsSession {
         }
         let start = check_start(&event["session"], Transport::WebSocket).map_err(refuse)?;
         let model = crate::live::model_for(&start).map_err(refuse)?;
+        let store = start.store;
         let mut live = LiveSession::new(
             id.clone(),
             &model,
@@ -94,6 +99,9 @@ impl WsSession {
         );
         live.start(client_event_id.as_deref());
         let mut session = WsSession::with_engine(id, Engine::Live(Box::new(live)));
+        if store {
+            session.call.start_recording();
+        }
         session.pump(Instant::now());
         Ok(session)
     }
@@ -117,6 +125,11 @@ impl WsSession {
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
         self.call.on_job_done(now, done);
         self.pump(now);
+    }
+
+    /// A `store: true` session's recording as a stereo WAV, once (see [`crate::call::recording`]).
+    pub fn take_recording(&mut self) -> Option<Vec<u8>> {
+        self.call.take_recording()
     }
 
     pub fn handle_timeout(&mut self, now: Instant) {
@@ -472,6 +485,56 @@ mod tests {
                     .len()
             })
             .sum()
+    }
+
+    #[test]
+    fn a_stored_live_websocket_session_records_both_sides() {
+        let start = json!({"type": "session.start", "session": {"model": "echo", "store": true}});
+        let mut s = WsSession::start_live("live_rec".into(), &start.to_string(), 0).unwrap();
+        let speech = speech_24k();
+        spoken_turn_as(&mut s, "session.input_audio.append", &speech, 48);
+        let wav = s.take_recording().expect("a stored session is recorded");
+        let (rate, channels, samples) = stereo(&wav);
+        assert_eq!((rate, channels), (24_000, 2));
+        let energy = |ch: usize| -> f64 {
+            samples
+                .iter()
+                .skip(ch)
+                .step_by(2)
+                .map(|&x| f64::from(x).abs())
+                .sum::<f64>()
+                / (samples.len() / 2) as f64
+        };
+        assert!(
+            energy(0) > 100.0,
+            "the caller's side is silent: {}",
+            energy(0)
+        );
+        assert!(
+            energy(1) > 100.0,
+            "the model's side is silent: {}",
+            energy(1)
+        );
+        assert!(
+            samples.len() / 2 >= speech.len() / 2,
+            "shorter than the speech"
+        );
+        // Without store: nothing kept.
+        let plain = json!({"type": "session.start", "session": {"model": "echo"}});
+        let mut s = WsSession::start_live("live_plain".into(), &plain.to_string(), 0).unwrap();
+        assert!(s.take_recording().is_none());
+    }
+
+    /// A PCM16 WAV's rate, channel count and interleaved samples.
+    fn stereo(wav: &[u8]) -> (u32, u16, Vec<i16>) {
+        assert_eq!(&wav[..4], b"RIFF");
+        let channels = u16::from_le_bytes([wav[22], wav[23]]);
+        let rate = u32::from_le_bytes([wav[24], wav[25], wav[26], wav[27]]);
+        let samples = wav[44..]
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        (rate, channels, samples)
     }
 
     #[test]

@@ -84,11 +84,32 @@ describe('firefox-esr against the default media address', { timeout: FILE_TIMEOU
         assert.ok(panes.rows.includes(want), `inspector lacks "${want}": ${panes.rows.join(', ')}`);
       }
       assert.match(String(panes.reply), /^Echoing your \d+(\.\d+)? second turn\.?$/, 'conversation pane');
-      const rtt = await waitForPage(page, () => typeof window.voiceEdge.net?.rttMs === 'number' && document.querySelector('#net-rtt').textContent, null, {
-        // Firefox computes the RTT from RTCP receiver reports, sent every few seconds.
-        timeoutMs: 12_000,
-      });
-      assert.match(rtt, /^\d+(\.\d+)? ms/, `RTT shown: ${rtt}`);
+      // The pane shows the RTT the browser reports: the candidate pair's (ICE), else RTCP's. Firefox 153
+      // reports one; Debian's Firefox 140 ESR reports neither for this call, and then the pane must say
+      // so ('–') rather than invent one.
+      const browserRtt = async () =>
+        page.evaluate(async () => {
+          const stats = [...(await window.voiceEdge.pc.getStats()).values()];
+          const pair = stats.find((s) => s.type === 'candidate-pair' && (s.selected || s.nominated) && s.state === 'succeeded');
+          const remote = stats.find((s) => s.type === 'remote-inbound-rtp');
+          return pair?.currentRoundTripTime ?? (pair?.responsesReceived ? pair.totalRoundTripTime / pair.responsesReceived : null) ?? remote?.roundTripTime ?? null;
+        });
+      const deadline = Date.now() + 12_000;
+      let reported = await browserRtt();
+      while (reported == null && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 500));
+        reported = await browserRtt();
+      }
+      if (reported != null) {
+        const rtt = await waitForPage(page, () => typeof window.voiceEdge.net?.rttMs === 'number' && document.querySelector('#net-rtt').textContent, null, {
+          timeoutMs: 5_000,
+        });
+        assert.match(rtt, /^\d+(\.\d+)? ms/, `RTT shown: ${rtt}`);
+      } else {
+        const shown = await page.$eval('#net-rtt', (e) => e.textContent.trim());
+        assert.equal(shown, '–', 'no RTT from the browser: the pane shows none');
+        console.log(`firefox demo: this Firefox reports no RTT in getStats(); the network pane shows "${shown}"`);
+      }
       // No speech_stopped in a push-to-talk turn: the latency counts from the response.create sent.
       assert.match(await page.$eval('#latency-last', (e) => e.textContent), /^\d+ ms$/, 'turn latency shown');
 

@@ -33,7 +33,7 @@ function speech24k() {
 async function until(what, fn, timeoutMs) {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const v = fn();
+    const v = await fn();
     if (v) return v;
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(20);
@@ -66,7 +66,7 @@ describe('Live WebSocket with the openai package (LiveWS)', { timeout: 90_000 },
       // Anything before session.start is refused without closing the socket.
       ws.send({ type: 'session.input_audio.mute', event_id: 'early' });
       await until('the refusal', () => errors.length, 5_000);
-      ws.send({ type: 'session.start', event_id: 'start', session: { model: 'echo', instructions: 'Echo.' } });
+      ws.send({ type: 'session.start', event_id: 'start', session: { model: 'echo', instructions: 'Echo.', store: true } });
       const started = (await until('session.started', () => seen('session.started'), 10_000)).ev;
       assert.equal(started.client_event_id, 'start');
       assert.match(started.session.id, /^live_/);
@@ -106,6 +106,25 @@ describe('Live WebSocket with the openai package (LiveWS)', { timeout: 90_000 },
       assert.equal(closed.code, 1000);
       assert.equal(errors.length, 1, `only the early event was refused: ${JSON.stringify(errors)}`);
       assert.equal(errors[0]?.error?.code, 'session_not_started');
+
+      // store: true: the session's recording, by its id, once it has ended: both sides heard.
+      const res = await until(
+        'the recording',
+        async () => {
+          const r = await fetch(`${server.baseUrl.replace(/\/$/, '')}/v1/live/sessions/${started.session.id}/content`);
+          return r.status === 200 ? r : null;
+        },
+        5_000,
+      );
+      assert.equal(res.headers.get('content-type'), 'audio/wav');
+      const wav = Buffer.from(await res.arrayBuffer());
+      assert.equal(wav.readUInt16LE(22), 2, 'stereo');
+      assert.equal(wav.readUInt32LE(24), 24000);
+      const energy = [0, 0];
+      const frames = (wav.length - 44) / 4;
+      for (let i = 0; i < frames; i++) for (const ch of [0, 1]) energy[ch] += Math.abs(wav.readInt16LE(44 + 4 * i + 2 * ch));
+      assert.ok(energy[0] / frames > 100 && energy[1] / frames > 100, `caller and model both recorded: ${energy.map((e) => (e / frames).toFixed(0))}`);
+      console.log(`LiveWS recording: ${(frames / 24000).toFixed(1)} s stereo, mean |sample| caller ${(energy[0] / frames).toFixed(0)}, model ${(energy[1] / frames).toFixed(0)}`);
       assertServerEventShapes(assert, events.map((e) => e.ev), 'LiveWS', LIVE_DTS);
     } catch (e) {
       console.log(await serverDiagnostics(server));
