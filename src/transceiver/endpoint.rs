@@ -30,7 +30,6 @@ use rtc::peer_connection::certificate::RTCCertificate;
 use rtc::sansio::Protocol;
 use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 
-use super::faults::{Fault, FaultState, Inbound};
 use super::peer::{self, PeerParams};
 use super::session::{NewSession, PendingMove, Session, SessionState};
 use super::transmit::Transmit;
@@ -47,7 +46,9 @@ use crate::routing::ufrag;
 /// Lifecycle deadlines are checked this often: their O(calls) scan is not paid per datagram.
 pub const HOUSEKEEPING: Duration = Duration::from_millis(500);
 
-type Key = u64;
+/// A call's slot in this endpoint: never reused, so a layer that keeps per-call state (the
+/// [`super::faults::FaultLayer`]) can key it without holding the call id.
+pub type CallKey = u64;
 
 /// Addresses a call accepts datagrams from besides its current one (a NAT rebinding under way,
 /// the address it just left).
@@ -97,15 +98,12 @@ pub struct Endpoint {
     advertise: SocketAddr,
     certificate: RTCCertificate,
     /// Boxed: a session is several KB, so the map stays small and rehashing moves pointers.
-    sessions: HashMap<Key, Box<Session>>,
-    by_ufrag: HashMap<String, Key>,
-    by_addr: HashMap<SocketAddr, Key>,
-    by_call: HashMap<String, Key>,
-    /// Clients whose NAT rebinding is emulated (see [`super::faults`]): their real address and
-    /// the one datagrams from it are presented as. Empty unless a test asked for one.
-    nat_seen: HashMap<SocketAddr, SocketAddr>,
-    timers: BinaryHeap<Reverse<(Instant, Key)>>,
-    next_key: Key,
+    sessions: HashMap<CallKey, Box<Session>>,
+    by_ufrag: HashMap<String, CallKey>,
+    by_addr: HashMap<SocketAddr, CallKey>,
+    by_call: HashMap<String, CallKey>,
+    timers: BinaryHeap<Reverse<(Instant, CallKey)>>,
+    next_key: CallKey,
     transmits: VecDeque<Transmit>,
     jobs: VecDeque<CallJob>,
     dropped_unknown: u64,
@@ -143,7 +141,6 @@ impl Endpoint {
             by_ufrag: HashMap::new(),
             by_addr: HashMap::new(),
             by_call: HashMap::new(),
-            nat_seen: HashMap::new(),
             timers: BinaryHeap::new(),
             next_key: 1,
             transmits: VecDeque::new(),
@@ -228,7 +225,7 @@ impl Endpoint {
     /// Ends a call (the client is told: DTLS close_notify); false when it is not here.
     /// Runs a per-call operation: the one place a [`CallCommand`] meets the method that does
     /// it. `None` when the call is not here. Recordings are read from the shared store, never
-    /// from an endpoint (the handle answers them).
+    /// from an endpoint (the handle answers them); faults are the fault layer's.
     pub fn command(
         &mut self,
         now: Instant,
@@ -244,11 +241,9 @@ impl Endpoint {
             CallCommand::Events { since } => Ok(CallReply::Events {
                 jsonl: self.call_events(call_id, since)?,
             }),
-            CallCommand::Fault { fault } => self
-                .fault(now, call_id, fault)?
-                .map(|state| CallReply::Fault { state })
-                .map_err(CallError::FaultRefused),
-            CallCommand::Recording => return None,
+            // Answered around the endpoint: faults by the layer in front of it
+            // (see [`super::faults::FaultLayer::command`]), recordings by the handle.
+            CallCommand::Fault { .. } | CallCommand::Recording => return None,
         })
     }
 
@@ -276,115 +271,34 @@ impl Endpoint {
         r
     }
 
-    /// Injects a fault into a call (see [`super::faults`]): `None` when the call is not here,
-    /// else its fault state after the change, or why the call cannot take it.
-    pub fn fault(
-        &mut self,
-        now: Instant,
-        call_id: &str,
-        fault: Fault,
-    ) -> Option<Result<FaultState, String>> {
+    /// Ends a call as if it reached its maximum duration: the Realtime `error` event now, the
+    /// close `grace` later. `None` when the call is not here.
+    pub fn expire(&mut self, now: Instant, call_id: &str, grace: Duration) -> Option<()> {
         let key = *self.by_call.get(call_id)?;
-        // Seeds differ per call and per change; determinism is for the impairment's own tests.
-        let seed = key.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ self.next_key.rotate_left(17);
-        self.next_key += 1;
-        match fault {
-            Fault::Status => {}
-            Fault::Network(spec) => self.set_network(now, key, Some(spec), seed),
-            Fault::ClearNetwork => self.set_network(now, key, None, seed),
-            Fault::Blackout { duration_ms } => {
-                let s = self.sessions.get_mut(&key)?;
-                s.faults
-                    .get_or_insert_default()
-                    .blackout(now, Duration::from_millis(duration_ms));
-                log::info!("{call_id}: fault: blackout for {duration_ms} ms");
-            }
-            Fault::NatRebind => {
-                if let Err(e) = self.nat_rebind(key) {
-                    return Some(Err(e));
-                }
-            }
-            Fault::SessionExpired => {
-                let s = self.sessions.get_mut(&key)?;
-                // Long enough for the error event to cross whatever delay the call was given.
-                let held = s
-                    .faults
-                    .as_ref()
-                    .and_then(|f| f.state(now).network)
-                    .map_or(0, |n| 2 * u64::from(n.delay_ms + n.jitter_ms));
-                let grace = Duration::from_millis(1000 + held);
-                log::info!("{call_id}: fault: session expired, closing in {grace:?}");
-                self.isolate(now, key, |s| s.expire(now, grace));
-                self.after_input(key, now);
-            }
-        }
-        let s = self.sessions.get(&key)?;
-        Some(Ok(s
-            .faults
-            .as_ref()
-            .map(|f| f.state(now))
-            .unwrap_or_default()))
+        log::info!("{call_id}: session expired, closing in {grace:?}");
+        self.isolate(now, key, |s| s.expire(now, grace));
+        self.after_input(key, now);
+        Some(())
     }
 
-    /// Replaces a call's network impairment; what the old one held is delivered now.
-    fn set_network(
-        &mut self,
-        now: Instant,
-        key: Key,
-        spec: Option<super::faults::NetworkSpec>,
-        seed: u64,
-    ) {
-        let Some(s) = self.sessions.get_mut(&key) else {
-            return;
-        };
-        if spec.is_none() && s.faults.is_none() {
-            return;
-        }
-        log::info!("{}: fault: network {spec:?}", s.call_id);
-        let (inbound, outbound) = s.faults.get_or_insert_default().set_network(spec, seed);
-        self.transmits.extend(outbound);
-        for d in inbound {
-            self.deliver(now, key, d);
-        }
-        self.release_due(now, key);
-        self.reschedule(key, now);
+    /// A live call's slot, for a layer that keeps state per call.
+    pub fn call_key(&self, call_id: &str) -> Option<CallKey> {
+        self.by_call.get(call_id).copied()
     }
 
-    /// Emulates the client's NAT giving it a new external port (see [`super::faults`]): from
-    /// now on the call's datagrams arrive from the same IP at another port, which the call
-    /// accepts only through its normal path (an authenticated binding request).
-    fn nat_rebind(&mut self, key: Key) -> Result<(), String> {
-        let Some(s) = self.sessions.get_mut(&key) else {
-            return Ok(());
-        };
-        let faults = s.faults.get_or_insert_default();
-        let (real, before) = match (faults.nat, s.client) {
-            (Some(n), _) => (n.real, n.seen),
-            (None, Some(c)) => (c, c),
-            (None, None) => {
-                return Err(format!(
-                    "call {} has no client address yet: nothing to rebind",
-                    s.call_id
-                ));
-            }
-        };
-        // The next port up that is neither the real one, the one it was last seen at, nor any
-        // address a call here already answers to.
-        let mut port = before.port();
-        let seen = loop {
-            port = if port >= 65000 { 1024 } else { port + 1 };
-            let a = SocketAddr::new(real.ip(), port);
-            if a != real && a != before && !self.by_addr.contains_key(&a) {
-                break a;
-            }
-        };
-        faults.rebind(real, seen);
-        log::info!(
-            "{}: fault: NAT rebinding, {real} now seen as {seen}",
-            s.call_id
-        );
-        self.nat_seen.insert(real, seen);
-        Ok(())
+    /// Whether the call in `key` is still here.
+    pub fn is_live(&self, key: CallKey) -> bool {
+        self.sessions.contains_key(&key)
+    }
+
+    /// The address a call's replies go to, once it has one.
+    pub fn client_of(&self, key: CallKey) -> Option<SocketAddr> {
+        self.sessions.get(&key)?.client
+    }
+
+    /// Whether datagrams from `addr` already belong to a call here.
+    pub fn answers_to(&self, addr: SocketAddr) -> bool {
+        self.by_addr.contains_key(&addr)
     }
 
     /// Attaches a sideband to a call (see [`crate::call::sideband`]).
@@ -435,7 +349,7 @@ impl Endpoint {
 
     /// Ends every call, telling each client (shutdown).
     pub fn close_all(&mut self, now: Instant) {
-        let keys: Vec<Key> = self.sessions.keys().copied().collect();
+        let keys: Vec<CallKey> = self.sessions.keys().copied().collect();
         for k in keys {
             self.end_session(now, k, EndReason::Shutdown);
         }
@@ -489,26 +403,40 @@ impl Endpoint {
 
     /// A datagram from the socket: from a relay (link header in front) or a direct client.
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, pkt: &[u8]) {
+        match self.demux(from, pkt) {
+            Demux::Call(a) => self.deliver(now, a),
+            Demux::Unknown => self.dropped_unknown += 1,
+            Demux::OutsideLinkSources => self.dropped_link_source += 1,
+            Demux::Malformed => {}
+        }
+    }
+
+    /// The call a datagram from the socket belongs to, without handing it over: what a layer
+    /// in front of the endpoint needs to treat each call's datagrams apart.
+    pub fn call_of(&self, from: SocketAddr, pkt: &[u8]) -> Option<CallKey> {
+        match self.demux(from, pkt) {
+            Demux::Call(a) => Some(a.key),
+            _ => None,
+        }
+    }
+
+    /// Reads where a datagram goes. Demultiplexing follows ICE: a binding request names its
+    /// call by the ufrag in USERNAME; everything else is matched by the client's address.
+    fn demux<'a>(&self, from: SocketAddr, pkt: &'a [u8]) -> Demux<'a> {
         let (via, client, payload) = if crate::routing::link::is_link_packet(pkt) {
             if !self.cfg.link_sources.allows(from.ip()) {
-                self.dropped_link_source += 1;
-                return;
+                return Demux::OutsideLinkSources;
             }
             match LinkHeader::parse(pkt) {
                 Ok((h, inner)) => (Some((from, h.ingress)), h.client, inner),
-                Err(_) => return,
+                Err(_) => return Demux::Malformed,
             }
         } else {
             (None, from, pkt)
         };
         if payload.is_empty() {
-            return;
+            return Demux::Malformed;
         }
-        let client = if self.nat_seen.is_empty() {
-            client
-        } else {
-            self.nat_seen.get(&client).copied().unwrap_or(client)
-        };
         let mut consent = false;
         let key = match classify(payload[0]) {
             PacketKind::Stun => match peek_binding_username(payload) {
@@ -522,48 +450,28 @@ impl Endpoint {
             },
             _ => self.by_addr.get(&client).copied(),
         };
-        let Some(key) = key else {
-            self.dropped_unknown += 1;
-            return;
-        };
-        let Some(s) = self.sessions.get_mut(&key) else {
-            return;
-        };
-        if let Some(f) = &mut s.faults {
-            let d = Inbound {
+        match key {
+            Some(key) => Demux::Call(Arrival {
+                key,
                 via,
                 client,
                 consent,
-                payload: BytesMut::from(payload),
-            };
-            if let Some(d) = f.from_client(now, d) {
-                self.deliver(now, key, d);
-            }
-            self.release_due(now, key);
-            self.reschedule(key, now);
-            return;
+                payload,
+            }),
+            None => Demux::Unknown,
         }
-        self.deliver(
-            now,
-            key,
-            Inbound {
-                via,
-                client,
-                consent,
-                payload: BytesMut::from(payload),
-            },
-        );
     }
 
     /// Hands a client's datagram to its call's stack, moving the call's address if it is an
     /// authenticated check from a new one.
-    fn deliver(&mut self, now: Instant, key: Key, d: Inbound) {
-        let Inbound {
+    fn deliver(&mut self, now: Instant, a: Arrival<'_>) {
+        let Arrival {
+            key,
             via,
             client,
             consent,
             payload,
-        } = d;
+        } = a;
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
@@ -602,7 +510,7 @@ impl Endpoint {
                 ecn: None,
                 transport_protocol: TransportProtocol::UDP,
             },
-            message: payload,
+            message: BytesMut::from(payload),
         };
         if let Some(Err(e)) = self.isolate(now, key, |s| s.pc.handle_read(msg)) {
             log::debug!("{key}: handle_read: {e}");
@@ -610,19 +518,19 @@ impl Endpoint {
         self.after_input(key, now);
     }
 
-    fn lookup_ufrag(&self, ufrag: &[u8]) -> Option<Key> {
+    fn lookup_ufrag(&self, ufrag: &[u8]) -> Option<CallKey> {
         std::str::from_utf8(ufrag)
             .ok()
             .and_then(|u| self.by_ufrag.get(u).copied())
     }
 
     /// Runs a session after it was given input: drive, flush, reschedule.
-    fn after_input(&mut self, key: Key, now: Instant) {
+    fn after_input(&mut self, key: CallKey, now: Instant) {
         // Taken out for the closure; a panicking call queues nothing (see `end_session`).
         let mut transmits = std::mem::take(&mut self.transmits);
         let driven = self.isolate(now, key, |s| {
             s.drive(now);
-            drain_session(s, now, &mut transmits);
+            drain_session(key, s, &mut transmits);
         });
         self.transmits = transmits;
         if driven.is_none() {
@@ -656,18 +564,13 @@ impl Endpoint {
         self.reschedule(key, now);
     }
 
-    /// Queues the session in the timer heap at its next deadline (the stack's, the media's, or
-    /// a held datagram's) if that changed.
-    fn reschedule(&mut self, key: Key, now: Instant) {
+    /// Queues the session in the timer heap at its next deadline (the stack's or the media's)
+    /// if that changed.
+    fn reschedule(&mut self, key: CallKey, now: Instant) {
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
-        let mut next = s.poll_timeout();
-        if let Some(f) = &s.faults
-            && let Some(t) = f.poll_timeout()
-        {
-            next = Some(next.map_or(t, |n| n.min(t)));
-        }
+        let next = s.poll_timeout();
         // A deadline that is already due is retried a millisecond later: a component that keeps
         // asking for "now" must not spin the loop (every other session would starve).
         let next = next.map(|t| t.max(now + Duration::from_millis(1)));
@@ -676,24 +579,6 @@ impl Endpoint {
             if let Some(t) = next {
                 self.timers.push(Reverse((t, key)));
             }
-        }
-    }
-
-    /// Releases what a call's impairment holds that is due: datagrams to the client go to the
-    /// socket, datagrams from it to the stack. A call keeps its fault state once it had one
-    /// (its counters are what the API reports); only calls that never had a fault skip it.
-    fn release_due(&mut self, now: Instant, key: Key) {
-        loop {
-            let Some(f) = self.sessions.get_mut(&key).and_then(|s| s.faults.as_mut()) else {
-                return;
-            };
-            while let Some(t) = f.pop_to_client(now) {
-                self.transmits.push_back(t);
-            }
-            let Some(d) = f.pop_from_client(now) else {
-                break;
-            };
-            self.deliver(now, key, d);
         }
     }
 
@@ -713,7 +598,6 @@ impl Endpoint {
             self.timer_lag.record(now - t);
             self.max_timer_lag = self.max_timer_lag.max(now - t);
             self.isolate(now, key, |s| s.handle_timeout(now));
-            self.release_due(now, key);
             self.after_input(key, now);
         }
     }
@@ -726,7 +610,7 @@ impl Endpoint {
         }
         self.last_housekeeping = now;
         let l = self.cfg.lifecycle;
-        let expired: Vec<(Key, EndReason)> = self
+        let expired: Vec<(CallKey, EndReason)> = self
             .sessions
             .iter()
             .filter_map(|(k, s)| {
@@ -845,7 +729,7 @@ impl Endpoint {
     fn isolate<R>(
         &mut self,
         now: Instant,
-        key: Key,
+        key: CallKey,
         f: impl FnOnce(&mut Session) -> R,
     ) -> Option<R> {
         let s = self.sessions.get_mut(&key)?;
@@ -867,7 +751,7 @@ impl Endpoint {
 
     /// Closes the peer connection (sending DTLS close_notify / SCTP ABORT to the client) and
     /// drops every index entry that points at the session.
-    fn end_session(&mut self, now: Instant, key: Key, reason: EndReason) {
+    fn end_session(&mut self, now: Instant, key: CallKey, reason: EndReason) {
         let Some(mut s) = self.sessions.remove(&key) else {
             return;
         };
@@ -885,9 +769,6 @@ impl Endpoint {
             EndReason::Panicked => e.panicked += 1,
             EndReason::SessionExpired => e.session_expired += 1,
         }
-        if let Some(f) = &mut s.faults {
-            f.ending();
-        }
         // A Live session says why it ended to whoever still listens (its sidebands). Not after
         // a panic: that call's state is not to be trusted.
         if let Some(why) = reason.live_reason() {
@@ -895,10 +776,7 @@ impl Endpoint {
         }
         if reason != EndReason::Panicked {
             let _ = s.pc.close();
-            drain_session(&mut s, now, &mut self.transmits);
-        }
-        if let Some(nat) = s.faults.take().and_then(|f| f.nat) {
-            self.nat_seen.remove(&nat.real);
+            drain_session(key, &mut s, &mut self.transmits);
         }
         self.by_ufrag.remove(&s.ufrag);
         self.by_call.remove(&s.call_id);
@@ -934,6 +812,28 @@ fn closed_reason(s: &Session) -> EndReason {
     }
 }
 
+/// Where a datagram from the socket goes (see [`Endpoint::demux`]).
+enum Demux<'a> {
+    Call(Arrival<'a>),
+    /// No call here answers to its ufrag or address.
+    Unknown,
+    /// A link datagram from an address that is no relay of ours: not read further.
+    OutsideLinkSources,
+    /// Empty, or a link header that does not parse.
+    Malformed,
+}
+
+/// A datagram matched to its call, with what was read of it on the way.
+struct Arrival<'a> {
+    key: CallKey,
+    /// The relay it came through and its ingress, when it came over the link.
+    via: Option<(SocketAddr, u32)>,
+    client: SocketAddr,
+    /// A binding request naming the call's ufrag: proof of consent, and a client that may move.
+    consent: bool,
+    payload: &'a [u8],
+}
+
 /// A STUN Binding success response for transaction `txid`: the stack's proof that it verified
 /// the request (MESSAGE-INTEGRITY with our ICE password).
 fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
@@ -943,7 +843,7 @@ fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
 /// Queues what the session wrote: wrapped in the link header back to the relay it came
 /// through, or bare to a direct client. The return path (client address and relay) moves only
 /// when the stack answers the authenticated binding request that proposed it.
-fn drain_session(s: &mut Session, now: Instant, out: &mut VecDeque<Transmit>) {
+fn drain_session(key: CallKey, s: &mut Session, out: &mut VecDeque<Transmit>) {
     while let Some(w) = s.pc.poll_write() {
         if let Some(m) = s.pending_move
             && is_binding_success(&w.message, &m.txid)
@@ -965,6 +865,7 @@ fn drain_session(s: &mut Session, now: Instant, out: &mut VecDeque<Transmit>) {
         s.counters.bytes_out += w.message.len() as u64;
         let t = match s.via {
             Some((relay, ingress)) => Transmit {
+                call: key,
                 to: relay,
                 link: Some(LinkHeader {
                     ingress,
@@ -973,15 +874,13 @@ fn drain_session(s: &mut Session, now: Instant, out: &mut VecDeque<Transmit>) {
                 payload: w.message,
             },
             None => Transmit {
+                call: key,
                 to: peer,
                 link: None,
                 payload: w.message,
             },
         };
-        match &mut s.faults {
-            None => out.push_back(t),
-            Some(f) => out.extend(f.to_client(now, t)),
-        }
+        out.push_back(t);
     }
 }
 

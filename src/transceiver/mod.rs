@@ -11,7 +11,6 @@ pub mod call_id;
 pub mod drain;
 pub mod endpoint;
 pub mod faults;
-pub mod impairment;
 mod mailbox;
 mod peer;
 mod session;

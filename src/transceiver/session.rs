@@ -133,9 +133,6 @@ pub struct Session {
     pub next_timeout: Option<Instant>,
     /// The endpoint has stopped counting this call as connecting (see `Endpoint::connecting`).
     pub left_connecting: bool,
-    /// Faults injected into this call (see [`super::faults`]); `None` for nearly every call, so
-    /// the datagram path pays one check.
-    pub faults: Option<Box<super::faults::CallFaults>>,
     /// The session hit its maximum duration: the `error` event is out, and the call closes at
     /// `close_at`.
     pub expired: bool,
@@ -200,7 +197,6 @@ impl Session {
             ice_failed: false,
             setup_reported: false,
             left_connecting: false,
-            faults: None,
             expired: false,
             close_at: None,
             #[cfg(test)]

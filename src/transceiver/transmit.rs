@@ -1,6 +1,6 @@
 //! What the sans-I/O core hands its socket loop to send. Apart from the endpoint so the fault
-//! layer, which holds datagrams back and releases them later, names it without importing the
-//! endpoint it sits in front of.
+//! layer's per-call state, which holds datagrams back and releases them later, names it
+//! without importing the endpoint.
 
 use std::net::SocketAddr;
 
@@ -12,6 +12,8 @@ use crate::routing::link::LinkHeader;
 /// to a client that talks to this socket directly.
 #[derive(Debug)]
 pub struct Transmit {
+    /// The call that wrote it (an endpoint's `CallKey`), so a layer can treat calls apart.
+    pub call: u64,
     pub to: SocketAddr,
     pub link: Option<LinkHeader>,
     pub payload: BytesMut,

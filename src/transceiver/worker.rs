@@ -1,5 +1,7 @@
 //! The socket loop around one [`Endpoint`]: it owns the shared UDP socket, the clock and the command
-//! queue, and decides nothing the endpoint could. Everything about calls lives in the endpoint.
+//! queue, and decides nothing the endpoint could. Everything about calls lives in the endpoint;
+//! datagrams both ways pass the [`FaultLayer`] in front of it, which leaves them alone unless a
+//! call has a fault.
 
 use std::net::{SocketAddr, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, RawFd};
@@ -11,6 +13,7 @@ use rtc::peer_connection::certificate::RTCCertificate;
 
 use super::admission::{Saturation, SharedLoad, Window};
 use super::endpoint::{CallJob, Endpoint};
+use super::faults::FaultLayer;
 use super::mailbox::{Inbox, Mailbox};
 use super::transmit::Transmit;
 use super::{TransceiverConfig, WorkerMessage};
@@ -57,6 +60,7 @@ pub(super) struct WorkerParts {
 
 pub(super) struct Worker {
     endpoint: Endpoint,
+    faults: FaultLayer,
     id: u16,
     index: u8,
     load: SharedLoad,
@@ -86,6 +90,7 @@ impl Worker {
             id,
             index: p.index,
             endpoint,
+            faults: FaultLayer::default(),
             load: p.load,
             meter: LoadMeter::new(Instant::now()),
             stop: p.stop,
@@ -119,9 +124,12 @@ impl Worker {
                 self.routes.refresh(l);
             }
             let now = Instant::now();
-            self.endpoint.handle_timeout(now);
+            self.faults.handle_timeout(&mut self.endpoint, now);
             self.output(fd);
-            let timeout = self.endpoint.poll_timeout().saturating_duration_since(now);
+            let timeout = self
+                .faults
+                .poll_timeout(&self.endpoint)
+                .saturating_duration_since(now);
             self.meter.turn_done(Instant::now());
             self.sleeper.wait(Some(timeout));
             let woke = Instant::now();
@@ -164,7 +172,8 @@ impl Worker {
                     continue;
                 }
                 if let Some(from) = batch.addr(i) {
-                    self.endpoint.handle_datagram(now, from, batch.received(i));
+                    self.faults
+                        .handle_datagram(&mut self.endpoint, now, from, batch.received(i));
                 }
             }
             self.output(fd);
@@ -193,7 +202,9 @@ impl Worker {
                 command,
                 reply,
             } => {
-                let r = self.endpoint.command(now, &call_id, command);
+                let r = self
+                    .faults
+                    .command(&mut self.endpoint, now, &call_id, command);
                 // A hang-up or a fault can change the counts placement reads.
                 self.publish_counts();
                 let _ = reply.send(r);
@@ -231,7 +242,8 @@ impl Worker {
         let now = Instant::now();
         for (from, datagram) in inbox.take(max) {
             taken += 1;
-            self.endpoint.handle_datagram(now, from, &datagram);
+            self.faults
+                .handle_datagram(&mut self.endpoint, now, from, &datagram);
             if taken % BATCH == 0 {
                 self.output(fd);
             }
@@ -251,9 +263,9 @@ impl Worker {
                 self.endpoint.job_done(Instant::now(), &call_id, done);
             }
         }
-        let endpoint = &mut self.endpoint;
+        let (endpoint, faults, now) = (&mut self.endpoint, &mut self.faults, Instant::now());
         self.outgoing
-            .extend(std::iter::from_fn(|| endpoint.poll_transmit()));
+            .extend(std::iter::from_fn(|| faults.poll_transmit(endpoint, now)));
         if !self.outgoing.is_empty() {
             self.heads.clear();
             self.heads.extend(self.outgoing.iter().map(|t| {

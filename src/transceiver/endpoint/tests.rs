@@ -27,6 +27,7 @@ use rtc::shared::{TaggedBytesMut, TransportContext, TransportProtocol};
 use super::{CallJob, EndReason, Endpoint};
 use crate::routing::RouteKeys;
 use crate::routing::link::LinkHeader;
+use crate::transceiver::faults::FaultLayer;
 use crate::transceiver::{AnswerCandidate, Lifecycle, SessionState, TransceiverConfig};
 
 const SERVER: &str = "192.0.2.10:3478";
@@ -211,6 +212,8 @@ enum Path {
 struct Net {
     now: Instant,
     ep: Endpoint,
+    /// In front of the endpoint as in a worker: every datagram and timer passes it.
+    faults: FaultLayer,
     peers: Vec<(Peer, Path, String)>,
     /// Datagrams the endpoint sent that no peer was at (a forger's, say), by destination.
     stray: Vec<SocketAddr>,
@@ -244,6 +247,7 @@ impl Net {
         Net {
             now,
             ep,
+            faults: FaultLayer::default(),
             peers: vec![],
             stray: vec![],
             synthesis: vec![],
@@ -277,8 +281,14 @@ impl Net {
                 while let Some(w) = peer.pc.poll_write() {
                     moved = true;
                     match *path {
-                        Path::Direct => self.ep.handle_datagram(self.now, peer.addr, &w.message),
-                        Path::Relay => self.ep.handle_datagram(
+                        Path::Direct => self.faults.handle_datagram(
+                            &mut self.ep,
+                            self.now,
+                            peer.addr,
+                            &w.message,
+                        ),
+                        Path::Relay => self.faults.handle_datagram(
+                            &mut self.ep,
                             self.now,
                             RELAY_LINK.parse().unwrap(),
                             &linked(peer.addr, &w.message),
@@ -287,7 +297,7 @@ impl Net {
                     }
                 }
             }
-            while let Some(t) = self.ep.poll_transmit() {
+            while let Some(t) = self.faults.poll_transmit(&mut self.ep, self.now) {
                 moved = true;
                 let client = match t.link {
                     Some(h) => {
@@ -322,14 +332,14 @@ impl Net {
     /// Advances the clock to the next deadline of anyone (never past `until`) and runs it.
     fn step(&mut self, until: Instant) {
         self.exchange();
-        let mut next = self.ep.poll_timeout();
+        let mut next = self.faults.poll_timeout(&self.ep);
         for (p, _, _) in &mut self.peers {
             if let Some(t) = p.pc.poll_timeout() {
                 next = next.min(t);
             }
         }
         self.now = next.clamp(self.now, until);
-        self.ep.handle_timeout(self.now);
+        self.faults.handle_timeout(&mut self.ep, self.now);
         for (p, _, _) in &mut self.peers {
             let _ = p.pc.handle_timeout(self.now);
             p.drain();
@@ -377,6 +387,17 @@ impl Net {
         }
         self.run(Duration::from_millis(100));
         self.peers[i].0.echoes - before
+    }
+
+    /// Injects a fault through the layer, as the worker does.
+    fn fault(
+        &mut self,
+        call_id: &str,
+        fault: crate::transceiver::faults::Fault,
+    ) -> Result<crate::transceiver::faults::FaultState, String> {
+        self.faults
+            .fault(&mut self.ep, self.now, call_id, fault)
+            .expect("the call is here")
     }
 
     /// Ended calls leave nothing behind in any index or the timer heap.
@@ -1116,7 +1137,7 @@ fn a_call_log_is_read_live_and_kept_after_the_call_ends() {
 }
 
 /// Faults in virtual time: a delay holds the call's datagrams for exactly as long as asked
-/// (the held queue's deadline drives the endpoint's timer), a blackout silences the call, and
+/// (the held queue's deadline drives the layer's timer), a blackout silences the call, and
 /// an emulated NAT rebinding is recovered only through the client's next authenticated check,
 /// with every reply translated back to the client's real address (nothing strays).
 #[test]
@@ -1132,8 +1153,8 @@ fn faults_delay_silence_and_rebind_a_call_in_virtual_time() {
         delay_ms: 100,
         ..Default::default()
     };
-    let state = net.ep.fault(net.now, &id, Fault::Network(spec)).unwrap();
-    assert_eq!(state.unwrap().network, Some(spec));
+    let state = net.fault(&id, Fault::Network(spec)).unwrap();
+    assert_eq!(state.network, Some(spec));
     let (sent, before) = (net.now, net.peers[a].0.echoes);
     net.peers[a].0.speak(sent);
     assert!(net.run_until(Duration::from_secs(1), |n| n.peers[a].0.echoes > before));
@@ -1142,24 +1163,14 @@ fn faults_delay_silence_and_rebind_a_call_in_virtual_time() {
         (Duration::from_millis(200)..Duration::from_millis(210)).contains(&rtt),
         "round trip {rtt:?} with 100 ms each way"
     );
-    net.ep
-        .fault(net.now, &id, Fault::ClearNetwork)
-        .unwrap()
-        .unwrap();
-
-    net.ep
-        .fault(net.now, &id, Fault::Blackout { duration_ms: 2000 })
-        .unwrap()
+    net.fault(&id, Fault::ClearNetwork).unwrap();
+    net.fault(&id, Fault::Blackout { duration_ms: 2000 })
         .unwrap();
     assert_eq!(net.talk(a, 20), 0, "frames came back during the blackout");
     net.run(Duration::from_secs(2));
     assert!(net.talk(a, 10) >= 9, "the call did not come back");
 
-    let state = net
-        .ep
-        .fault(net.now, &id, Fault::NatRebind)
-        .unwrap()
-        .unwrap();
+    let state = net.fault(&id, Fault::NatRebind).unwrap();
     let seen = state.client_seen_as.unwrap();
     assert_ne!(seen, net.peers[a].0.addr);
     // Consent checks go out every 2 s (ICE keepalive): within 3 s one has moved the call.
@@ -1169,4 +1180,24 @@ fn faults_delay_silence_and_rebind_a_call_in_virtual_time() {
     assert_eq!(info.client, Some(seen));
     assert!(net.talk(a, 10) >= 9, "audio follows the new mapping");
     assert!(net.stray.is_empty(), "replies strayed: {:?}", net.stray);
+
+    // A hang-up under a delay: the goodbye leaves at once, past the impairment but through
+    // the NAT mapping, and the layer forgets the call with its mapping.
+    let spec = NetworkSpec {
+        delay_ms: 300,
+        ..Default::default()
+    };
+    net.fault(&id, Fault::Network(spec)).unwrap();
+    let now = net.now;
+    assert!(net.ep.hangup(now, &id));
+    net.exchange();
+    assert!(net.peers[a].0.closed, "the goodbye was held or strayed");
+    assert!(net.stray.is_empty(), "replies strayed: {:?}", net.stray);
+    net.run(Duration::from_secs(1));
+    assert_eq!(
+        net.faults.calls(),
+        0,
+        "the layer still holds the ended call"
+    );
+    net.assert_clean();
 }

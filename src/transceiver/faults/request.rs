@@ -1,38 +1,13 @@
-//! Faults and bad networks on demand, per call: what `POST /v1/realtime/calls/{id}/faults` asks
-//! of the transceiver that holds the call, and the call's fault state.
-//!
-//! **Where they apply.** On the transceiver's side of the relay link, per call: datagrams from
-//! the client are impaired after the link header is read and before the WebRTC stack sees them,
-//! datagrams to the client after the stack wrote them and before the link send. They are real
-//! datagrams on the real path, so the browser's own stack meets the loss, the delay, the
-//! blackout or the new NAT mapping, and reacts as it would on a bad network (its jitter buffer,
-//! RTCP reports, ICE `disconnected`, consent checks from the new port). Doing it here rather
-//! than in the relay means it works in every deployment shape (all-in-one, split roles, several
-//! relays, the global relay, `--direct`) over the control API signaling already has: the relay
-//! is stateless about calls and has no control channel from signaling, and adding one would
-//! put per-call state on the hot path every call crosses. The cost for a call without faults
-//! is one `Option` check per datagram.
-//!
-//! **NAT rebinding** is emulated where the transceiver reads the client's address: from the
-//! fault on, the call's datagrams appear to come from the same IP at another port, exactly as
-//! if the client's NAT had given it a new mapping. The endpoint then handles it by its normal
-//! path: a datagram from an unknown address is dropped until an authenticated binding request
-//! names the call, and only the stack's answer to that request moves the call's return path
-//! (see `Endpoint::handle_datagram`). Replies are translated back to the real address only when
-//! sent to the new mapping; anything sent to the old one is dropped, as the NAT would.
-//!
-//! **Blackout** drops everything either way at the moment it would enter the network; datagrams
-//! already in flight (held by a delay) still arrive.
+//! What a fault request says: the API's body checked into a typed [`Fault`], and the state a
+//! call's faults report back.
 
 use std::net::SocketAddr;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::BytesMut;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::impairment::{Impairment, ImpairmentStats, Params};
-use super::transmit::Transmit;
+use super::impairment::{ImpairmentStats, Params};
 
 /// Which way a network impairment applies.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,7 +38,7 @@ impl NetworkSpec {
         self.loss == 0.0 && self.delay_ms == 0 && self.jitter_ms == 0 && self.bandwidth_kbps == 0
     }
 
-    fn params(&self) -> Params {
+    pub(super) fn params(&self) -> Params {
         Params {
             loss: self.loss,
             delay: Duration::from_millis(self.delay_ms.into()),
@@ -266,190 +241,6 @@ pub struct FaultState {
     pub dropped_blackout: u64,
     /// Replies to a NAT mapping the client no longer has.
     pub dropped_old_mapping: u64,
-}
-
-/// A datagram from the client held by an impairment, with what the endpoint had read of it.
-pub struct Inbound {
-    pub via: Option<(SocketAddr, u32)>,
-    pub client: SocketAddr,
-    /// The datagram is a binding request naming the call's ufrag (computed on arrival).
-    pub consent: bool,
-    pub payload: BytesMut,
-}
-
-/// The client's real address and the one its NAT now presents to the transceiver.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct NatMapping {
-    pub real: SocketAddr,
-    pub seen: SocketAddr,
-}
-
-/// One call's active faults; a call without any has none of this (`Option<Box<CallFaults>>`).
-#[derive(Default)]
-pub struct CallFaults {
-    network: Option<NetworkSpec>,
-    to_client: Option<Impairment<Transmit>>,
-    from_client: Option<Impairment<Inbound>>,
-    blackout_until: Option<Instant>,
-    pub nat: Option<NatMapping>,
-    nat_rebinds: u32,
-    dropped_blackout: u64,
-    dropped_old_mapping: u64,
-}
-
-impl CallFaults {
-    /// Replaces the network impairment (`None` or a no-op removes it). What the old one held is
-    /// returned, to be delivered now: it was in flight, and removing a delay does not lose it.
-    pub fn set_network(
-        &mut self,
-        spec: Option<NetworkSpec>,
-        seed: u64,
-    ) -> (Vec<Inbound>, Vec<Transmit>) {
-        let inbound = self
-            .from_client
-            .take()
-            .map(|mut q| q.drain_all().collect())
-            .unwrap_or_default();
-        let outbound: Vec<Transmit> = self
-            .to_client
-            .take()
-            .map(|mut q| q.drain_all().collect())
-            .unwrap_or_default();
-        self.network = spec.filter(|s| !s.is_noop());
-        if let Some(s) = self.network {
-            let p = s.params();
-            if s.direction != Direction::FromClient {
-                self.to_client = Some(Impairment::new(p, seed));
-            }
-            if s.direction != Direction::ToClient {
-                self.from_client = Some(Impairment::new(p, seed ^ 0x5eed));
-            }
-        }
-        let outbound = outbound
-            .into_iter()
-            .filter_map(|t| self.translate(t))
-            .collect();
-        (inbound, outbound)
-    }
-
-    pub fn blackout(&mut self, now: Instant, duration: Duration) {
-        self.blackout_until = Some(now + duration);
-    }
-
-    /// A new NAT mapping for the client now at `real`, seen as `seen` from here on.
-    pub fn rebind(&mut self, real: SocketAddr, seen: SocketAddr) {
-        self.nat = Some(NatMapping { real, seen });
-        self.nat_rebinds += 1;
-    }
-
-    fn blacked_out(&mut self, now: Instant) -> bool {
-        match self.blackout_until {
-            Some(until) if now < until => {
-                self.dropped_blackout += 1;
-                true
-            }
-            Some(_) => {
-                self.blackout_until = None;
-                false
-            }
-            None => false,
-        }
-    }
-
-    /// A datagram from the client: `Some` to deliver it now, `None` when it was dropped or is
-    /// held (see [`Self::pop_from_client`]).
-    pub fn from_client(&mut self, now: Instant, d: Inbound) -> Option<Inbound> {
-        if self.blacked_out(now) {
-            return None;
-        }
-        match &mut self.from_client {
-            None => Some(d),
-            Some(q) => {
-                q.push(now, d.payload.len(), d);
-                None
-            }
-        }
-    }
-
-    /// A datagram to the client: `Some` to send it now, `None` when it was dropped or is held
-    /// (see [`Self::pop_to_client`]).
-    pub fn to_client(&mut self, now: Instant, t: Transmit) -> Option<Transmit> {
-        if self.blacked_out(now) {
-            return None;
-        }
-        match &mut self.to_client {
-            None => self.translate(t),
-            Some(q) => {
-                q.push(now, t.payload.len(), t);
-                None
-            }
-        }
-    }
-
-    pub fn pop_from_client(&mut self, now: Instant) -> Option<Inbound> {
-        self.from_client.as_mut()?.pop_due(now)
-    }
-
-    pub fn pop_to_client(&mut self, now: Instant) -> Option<Transmit> {
-        loop {
-            let t = self.to_client.as_mut()?.pop_due(now)?;
-            if let Some(t) = self.translate(t) {
-                return Some(t);
-            }
-        }
-    }
-
-    /// The call is ending: its goodbye (DTLS close_notify, SCTP ABORT) leaves at once, through
-    /// the NAT mapping but past any impairment, and what was held is dropped with the call.
-    pub fn ending(&mut self) {
-        self.network = None;
-        self.to_client = None;
-        self.from_client = None;
-        self.blackout_until = None;
-    }
-
-    /// When a held datagram is next due.
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        let a = self.to_client.as_ref().and_then(|q| q.poll_timeout());
-        let b = self.from_client.as_ref().and_then(|q| q.poll_timeout());
-        match (a, b) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// The NAT on the way back: only the current mapping leads to the client.
-    fn translate(&mut self, mut t: Transmit) -> Option<Transmit> {
-        let Some(nat) = self.nat else {
-            return Some(t);
-        };
-        let peer = match &mut t.link {
-            Some(h) => &mut h.client,
-            None => &mut t.to,
-        };
-        if *peer != nat.seen {
-            self.dropped_old_mapping += 1;
-            return None;
-        }
-        *peer = nat.real;
-        Some(t)
-    }
-
-    pub fn state(&self, now: Instant) -> FaultState {
-        FaultState {
-            network: self.network,
-            blackout_remaining_ms: self
-                .blackout_until
-                .filter(|u| *u > now)
-                .map(|u| (u - now).as_millis() as u64),
-            nat_rebinds: self.nat_rebinds,
-            client_seen_as: self.nat.map(|n| n.seen),
-            to_client: self.to_client.as_ref().map(|q| q.stats()),
-            from_client: self.from_client.as_ref().map(|q| q.stats()),
-            dropped_blackout: self.dropped_blackout,
-            dropped_old_mapping: self.dropped_old_mapping,
-        }
-    }
 }
 
 #[cfg(test)]
