@@ -345,27 +345,6 @@ impl Codec {
         }
     }
 
-    /// The WebSocket codec for a session's `audio.*.format.type`.
-    pub fn from_realtime_format(format: &str) -> Option<Codec> {
-        match format {
-            "audio/pcm" => Some(Codec::Pcm24),
-            "audio/pcmu" => Some(Codec::Pcmu),
-            "audio/pcma" => Some(Codec::Pcma),
-            _ => None,
-        }
-    }
-
-    /// The WebSocket codec for a session's format, its PCM rate included.
-    pub fn for_format(format: crate::realtime::AudioFormat) -> Codec {
-        use crate::realtime::AudioFormat;
-        match format {
-            AudioFormat::Pcm { rate: Some(16_000) } => Codec::Pcm16,
-            AudioFormat::Pcm { .. } => Codec::Pcm24,
-            AudioFormat::Pcmu => Codec::Pcmu,
-            AudioFormat::Pcma => Codec::Pcma,
-        }
-    }
-
     /// The codec an `a=rtpmap` line's `<name>/<clock>[/<channels>]` names, if we answer it.
     pub fn from_rtpmap(encoding: &str) -> Option<Codec> {
         let mut parts = encoding.trim().split('/');
@@ -744,8 +723,8 @@ pub(crate) mod tests {
 
     #[test]
     fn pcm24_is_the_websocket_formats_l16_at_24_khz() {
-        let codec = Codec::from_realtime_format("audio/pcm").unwrap();
-        assert_eq!(codec, Codec::Pcm24);
+        let codec = Codec::Pcm24;
+        assert_eq!(codec.realtime_format(), "audio/pcm");
         assert_eq!((codec.clock_hz(), codec.frame_ticks()), (24_000, 480));
         assert_eq!(codec.frame_bytes(), Some(960));
         assert_eq!(Codec::Pcmu.frame_bytes(), Some(160));

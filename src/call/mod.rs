@@ -391,10 +391,7 @@ impl Call {
 /// A stream session's input and output codecs, from its formats.
 fn formats(conv: &Conversation) -> (Codec, Codec) {
     let audio = &conv.config().audio;
-    (
-        Codec::for_format(audio.input.format),
-        Codec::for_format(audio.output.format),
-    )
+    (audio.input.format.codec(), audio.output.format.codec())
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ mod expiry;
 mod input;
 mod items;
 mod mcp;
+mod planned_mcp;
 mod prompt;
 mod response;
 pub mod server_event;

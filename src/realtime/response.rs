@@ -38,7 +38,7 @@ pub(super) struct ResponseRequest {
     /// It runs beside the active response (see `Conversation::respond_beside`): no plan delay.
     pub beside: bool,
     /// The MCP call the client approved: this response makes it, without asking the model.
-    pub approved_mcp: Option<super::mcp::PlannedMcp>,
+    pub approved_mcp: Option<super::planned_mcp::PlannedMcp>,
 }
 
 #[derive(Debug)]
@@ -51,7 +51,7 @@ pub(super) struct ActiveResponse {
     /// 0, or 1 when an MCP call's item comes first.
     pub message_index: usize,
     /// Its MCP call or approval request (see `super::mcp`).
-    pub mcp: Option<super::mcp::PlannedMcp>,
+    pub mcp: Option<super::planned_mcp::PlannedMcp>,
     /// Its MCP call is out and the message waits for the server's answer.
     pub awaiting_mcp: bool,
     /// Finished output items before the message (the MCP call), for `response.done`.

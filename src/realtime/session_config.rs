@@ -21,6 +21,7 @@ use super::SessionType;
 use super::client_event::decode_at;
 use super::events::ClientError;
 use super::session_limits::check_session;
+use crate::audio::codec::Codec;
 use crate::model::tools::{Tool, ToolChoice};
 
 /// The whole effective session, as the client sees it.
@@ -136,7 +137,18 @@ pub enum AudioFormat {
 impl AudioFormat {
     pub const PCM_24K: AudioFormat = AudioFormat::Pcm { rate: Some(24_000) };
 
-    /// Its `type`, as `Codec::from_realtime_format` reads it.
+    /// The codec a WebSocket session's audio in this format is carried in, its PCM rate
+    /// included.
+    pub fn codec(self) -> Codec {
+        match self {
+            AudioFormat::Pcm { rate: Some(16_000) } => Codec::Pcm16,
+            AudioFormat::Pcm { .. } => Codec::Pcm24,
+            AudioFormat::Pcmu => Codec::Pcmu,
+            AudioFormat::Pcma => Codec::Pcma,
+        }
+    }
+
+    /// Its `type`.
     pub fn name(self) -> &'static str {
         match self {
             AudioFormat::Pcm { .. } => "audio/pcm",
@@ -430,7 +442,7 @@ impl SessionConfig {
             }
         }
         next.validate()?;
-        check_session(&next)?;
+        check_session(&next.instructions, &next.tools, &next)?;
         if voice_locked && self.audio.output.voice != next.audio.output.voice {
             return Err(ClientError::new(
                 "cannot_update_voice",

@@ -10,7 +10,6 @@
 use serde::Serialize;
 
 use super::events::ClientError;
-use super::session_config::SessionConfig;
 
 /// The largest message the transceiver sends or accepts on `oai-events`: the SCTP
 /// max-message-size it negotiates, the smaller of the client's (browsers offer 256 KiB or more)
@@ -54,9 +53,14 @@ pub(super) fn check_update_size(len: usize) -> Result<(), ClientError> {
     ))
 }
 
-/// Checks the merged session against every bound, naming the first one it breaks.
-pub(super) fn check_session(next: &SessionConfig) -> Result<(), ClientError> {
-    let s = &next.instructions;
+/// Checks a merged session (its instructions, its tools, and the whole of it) against every
+/// bound, naming the first one it breaks.
+pub(super) fn check_session(
+    instructions: &str,
+    tools: &[impl Serialize],
+    next: &impl Serialize,
+) -> Result<(), ClientError> {
+    let s = instructions;
     if s.len() > MAX_INSTRUCTIONS_BYTES {
         return Err(ClientError::new(
             "string_above_max_length",
@@ -68,7 +72,6 @@ pub(super) fn check_session(next: &SessionConfig) -> Result<(), ClientError> {
         )
         .param("session.instructions"));
     }
-    let tools = &next.tools;
     {
         if tools.len() > MAX_TOOLS {
             return Err(ClientError::new(
