@@ -141,3 +141,7 @@ pub mod loadgen;
 // targets in `fuzz/` and the stable test that replays their corpus (tests/integration/fuzz_corpus.rs).
 #[doc(hidden)]
 pub mod fuzzing;
+
+/// The floors the modules above sit on, checked against their imports.
+#[cfg(test)]
+mod layers;
