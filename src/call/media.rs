@@ -48,7 +48,12 @@ pub struct Job {
 
 #[derive(Debug, Clone)]
 pub enum Work {
-    Synthesize { text: String, voice: String },
+    /// `speed` is the session's `audio.output.speed`.
+    Synthesize {
+        text: String,
+        voice: String,
+        speed: f64,
+    },
     Mcp(crate::mcp::McpRequest),
 }
 
@@ -78,9 +83,10 @@ impl Job {
                 );
                 Ok(())
             }
-            Work::Synthesize { text, voice } => {
+            Work::Synthesize { text, voice, speed } => {
                 let id = response_id.clone();
-                let submitted = Pool::global().submit(&text, &voice, cancel, move |outcome| {
+                let pool = Pool::global();
+                let submitted = pool.submit(&text, &voice, speed, cancel, move |outcome| {
                     let result = match outcome {
                         Outcome::Spoken(speech) => Ok(JobOutput::Speech(speech)),
                         Outcome::Failed(message) => Err(JobFailure::failed(message)),
@@ -441,6 +447,7 @@ impl Voice {
                         work: Work::Synthesize {
                             text,
                             voice: conv.voice().to_owned(),
+                            speed: conv.config().audio.output.speed,
                         },
                         cancel,
                     })

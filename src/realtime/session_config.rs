@@ -464,7 +464,7 @@ impl SessionConfig {
             return Err(ClientError::invalid("session.audio.output.voice", "''"));
         }
         let speed = self.audio.output.speed;
-        if !(0.25..=1.5).contains(&speed) {
+        if !crate::audio::tts::SPEEDS.contains(&speed) {
             return Err(ClientError::invalid(
                 "session.audio.output.speed",
                 format!("{speed} (must be between 0.25 and 1.5)"),

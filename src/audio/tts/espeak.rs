@@ -189,9 +189,27 @@ fn read_until_end(
     read.map(|()| out)
 }
 
-/// Speaks `text` with espeak-ng; word times are estimated (see the module docs).
-pub(super) fn speak(text: &str, voice: &str, cancel: &CancelToken) -> Result<Speech, Stop> {
-    let wav = run_espeak(text, voice, 175, cancel)?;
+/// espeak-ng's own rate, words per minute: what speed 1.0 is.
+pub(super) const NORMAL_WPM: f64 = 175.0;
+/// The rates espeak-ng takes.
+const WPM_RANGE: std::ops::RangeInclusive<f64> = 80.0..=450.0;
+
+/// Speaks `text` with espeak-ng at `speed` times its normal rate; word times are estimated
+/// (see the module docs). Below 80 words a minute (speed < 0.46), which espeak-ng does not go,
+/// the rest of the slowing is a resample, as the shipped words get.
+pub(super) fn speak(
+    text: &str,
+    voice: &str,
+    speed: f64,
+    cancel: &CancelToken,
+) -> Result<Speech, Stop> {
+    let wpm = (NORMAL_WPM * speed).clamp(*WPM_RANGE.start(), *WPM_RANGE.end());
+    let speech = speak_at(text, voice, wpm.round() as u32, cancel)?;
+    Ok(speech.faster(NORMAL_WPM * speed / wpm))
+}
+
+fn speak_at(text: &str, voice: &str, wpm: u32, cancel: &CancelToken) -> Result<Speech, Stop> {
+    let wav = run_espeak(text, voice, wpm, cancel)?;
     if cancel.is_cancelled() {
         return Err(Stop::Cancelled {
             produced_ms: wav.len() as u64 / WAV_BYTES_PER_MS,

@@ -4,7 +4,8 @@
 //! - **espeak-ng** (Debian package `espeak-ng`): the text goes in on stdin (so nothing in it can
 //!   be read as an option), a WAV (22.05 kHz mono 16-bit) comes back on stdout, is resampled to
 //!   48 kHz and word start times are estimated by character count within the voiced span, with
-//!   extra weight for the pauses espeak makes at punctuation. The subprocess is killed after 5 s,
+//!   extra weight for the pauses espeak makes at punctuation. `audio.output.speed` sets its rate
+//!   (`-s`: 175 words a minute times the speed). The subprocess is killed after 5 s,
 //!   or at once when its job is cancelled. **It blocks for tens of milliseconds: servers run it
 //!   on the [`pool`]**, never on a transceiver socket loop.
 //! - **Shipped words** (`fixtures/tts/words.bin`, ~210 KB, compiled in): about 340 common English
@@ -12,7 +13,8 @@
 //!   as 12 kbps SILK wideband Opus. Text is read word by word from it; a word not in it is
 //!   spelled out letter by letter. Word times are exact (the start of each clip). It is robotic
 //!   but says the text, so a transcript still matches the audio on a machine without espeak-ng.
-//!   The Realtime voice does not change it.
+//!   The Realtime voice does not change it; `audio.output.speed` resamples it, so its pitch moves
+//!   with its rate.
 //!
 //! The pack is rebuilt by `VOICE_EDGE_REGEN_TTS=1 cargo test --release --lib audio::tts` (needs
 //! espeak-ng) after editing `VOCABULARY` in `words.rs`.
@@ -67,6 +69,23 @@ impl Speech {
     pub fn duration_ms(&self) -> u64 {
         self.pcm48k.len() as u64 / 48
     }
+
+    /// The same speech `factor` times faster (slower below 1), by resampling: the pitch moves
+    /// with it. What a synthesizer that has no rate of its own (the shipped words) does for
+    /// `audio.output.speed`.
+    fn faster(self, factor: f64) -> Speech {
+        if (factor - 1.0).abs() < 1e-3 {
+            return self;
+        }
+        let from = (48_000.0 * factor).round() as u32;
+        Speech {
+            pcm48k: crate::audio::resample::resample(&self.pcm48k, from, 48_000),
+            words: (self.words.into_iter())
+                .map(|(w, at)| (w, (at as f64 / factor) as u64))
+                .collect(),
+            engine: self.engine,
+        }
+    }
 }
 
 /// A job stopped by its [`CancelToken`]; `produced_ms` is how much audio it had made by then
@@ -104,21 +123,25 @@ impl Synth {
     }
 }
 
+/// The session's `audio.output.speed` range, as the Realtime API bounds it.
+pub const SPEEDS: std::ops::RangeInclusive<f64> = 0.25..=1.5;
+
 /// Speaks `text` with the best synthesizer on this machine, on the calling thread, uncancellable.
 /// Blocking; see the module docs. Servers go through [`pool`] instead.
 pub fn synthesize(text: &str, voice: &str) -> Speech {
-    match synthesize_with(text, voice, Synth::detect(), &CancelToken::new()) {
+    match synthesize_with(text, voice, 1.0, Synth::detect(), &CancelToken::new()) {
         Ok(speech) => speech,
         Err(_) => unreachable!("a fresh token is never cancelled"),
     }
 }
 
-/// Speaks `text` (cut to [`MAX_TEXT_BYTES`]) with the given synthesizer until `cancel` fires; if
-/// espeak-ng fails, the shipped words are used. Empty (or whitespace-only) text gives empty
-/// speech.
+/// Speaks `text` (cut to [`MAX_TEXT_BYTES`]) with the given synthesizer at `speed` (clamped to
+/// [`SPEEDS`]) until `cancel` fires; if espeak-ng fails, the shipped words are used. Empty (or
+/// whitespace-only) text gives empty speech.
 pub fn synthesize_with(
     text: &str,
     voice: &str,
+    speed: f64,
     synth: Synth,
     cancel: &CancelToken,
 ) -> Result<Speech, Cancelled> {
@@ -130,8 +153,9 @@ pub fn synthesize_with(
             engine: synth,
         });
     }
+    let speed = speed.clamp(*SPEEDS.start(), *SPEEDS.end());
     if synth == Synth::Espeak {
-        match espeak::speak(text, espeak::voice(voice), cancel) {
+        match espeak::speak(text, espeak::voice(voice), speed, cancel) {
             Ok(speech) => return Ok(speech),
             Err(espeak::Stop::Cancelled { produced_ms }) => return Err(Cancelled { produced_ms }),
             Err(espeak::Stop::Failed(e)) => {
@@ -139,7 +163,7 @@ pub fn synthesize_with(
             }
         }
     }
-    words::speak(text, cancel)
+    Ok(words::speak(text, cancel)?.faster(speed))
 }
 
 #[cfg(test)]
@@ -180,7 +204,7 @@ mod tests {
     #[test]
     fn shipped_words_speak_and_spell() {
         let text = "Hello, this is the voice edge stub. Zyx 42!";
-        let s = synthesize_with(text, "ash", Synth::Shipped, &CancelToken::new()).unwrap();
+        let s = synthesize_with(text, "ash", 1.0, Synth::Shipped, &CancelToken::new()).unwrap();
         assert_eq!(s.engine, Synth::Shipped);
         check_speech(&s, text);
         // Each known word starts on its clip: the audio there is not silent.
@@ -197,10 +221,41 @@ mod tests {
     #[test]
     fn unsayable_text_is_still_not_silence() {
         let never = CancelToken::new();
-        let s = synthesize_with("… ☺ 日本", "alloy", Synth::Shipped, &never).unwrap();
+        let s = synthesize_with("… ☺ 日本", "alloy", 1.0, Synth::Shipped, &never).unwrap();
         assert_eq!(s.words.len(), 3);
         assert!(rms_dbfs(&s.pcm48k) > -40.0);
-        let empty = synthesize_with("  \n ", "alloy", Synth::Espeak, &never).unwrap();
+        let empty = synthesize_with("  \n ", "alloy", 1.0, Synth::Espeak, &never).unwrap();
         assert!(empty.pcm48k.is_empty() && empty.words.is_empty());
+    }
+
+    /// `audio.output.speed` changes how long the same text takes, with either synthesizer, and
+    /// the word times follow the audio.
+    #[test]
+    fn speed_sets_the_speaking_rate() {
+        let text = "Hello from voice edge.";
+        let mut synths = vec![Synth::Shipped];
+        if Synth::detect() == Synth::Espeak {
+            synths.push(Synth::Espeak);
+        }
+        for synth in synths {
+            let at =
+                |speed| synthesize_with(text, "alloy", speed, synth, &CancelToken::new()).unwrap();
+            let normal = at(1.0);
+            // 0.25 is below espeak-ng's slowest rate: a resample does the rest.
+            for (speed, want) in [(1.5, 1.5), (0.25, 0.25)] {
+                let s = at(speed);
+                assert_eq!(s.words.len(), 4);
+                assert!(s.words.windows(2).all(|w| w[0].1 < w[1].1), "{:?}", s.words);
+                assert!(s.words.last().unwrap().1 < s.duration_ms());
+                let ratio = normal.duration_ms() as f64 / s.duration_ms() as f64;
+                println!("{synth:?} at {speed}: {} ms, {ratio:.2}x", s.duration_ms());
+                assert!(
+                    (want * 0.75..want * 1.3).contains(&ratio),
+                    "{synth:?} at speed {speed}: {} ms against {} ms ({ratio:.2}x)",
+                    s.duration_ms(),
+                    normal.duration_ms()
+                );
+            }
+        }
     }
 }

@@ -67,6 +67,7 @@ type Done = Box<dyn FnOnce(Outcome) + Send>;
 struct Synthesis {
     text: String,
     voice: String,
+    speed: f64,
     cancel: CancelToken,
     done: Done,
 }
@@ -143,6 +144,7 @@ impl Pool {
         &self,
         text: &str,
         voice: &str,
+        speed: f64,
         cancel: CancelToken,
         done: impl FnOnce(Outcome) + Send + 'static,
     ) -> Result<(), Busy> {
@@ -172,6 +174,7 @@ impl Pool {
                 q.jobs.push_back(Synthesis {
                     text: bounded(text).to_owned(),
                     voice: voice.to_owned(),
+                    speed,
                     cancel,
                     done: Box::new(done),
                 });
@@ -272,7 +275,7 @@ fn work(shared: &Shared) {
 
 fn run(job: &Synthesis, synth: Synth) -> Outcome {
     let r = catch_unwind(AssertUnwindSafe(|| {
-        synthesize_with(&job.text, &job.voice, synth, &job.cancel)
+        synthesize_with(&job.text, &job.voice, job.speed, synth, &job.cancel)
     }));
     match r {
         Ok(Ok(speech)) => Outcome::Spoken(speech),
@@ -328,7 +331,7 @@ mod tests {
         let (busy_tx, busy_rx) = mpsc::channel();
         let (release_tx, release_rx) = mpsc::channel::<()>();
         // The one worker finishes A and then waits in A's callback until released.
-        pool.submit("hello", "alloy", CancelToken::new(), move |o| {
+        pool.submit("hello", "alloy", 1.0, CancelToken::new(), move |o| {
             busy_tx.send(matches!(o, Outcome::Spoken(_))).unwrap();
             release_rx.recv().unwrap();
         })
@@ -340,11 +343,11 @@ mod tests {
             move |o: Outcome| tx.send((name, o)).unwrap()
         };
         let c_token = CancelToken::new();
-        pool.submit("two", "alloy", CancelToken::new(), report("b"))
+        pool.submit("two", "alloy", 1.0, CancelToken::new(), report("b"))
             .unwrap();
-        pool.submit("three", "alloy", c_token.clone(), report("c"))
+        pool.submit("three", "alloy", 1.0, c_token.clone(), report("c"))
             .unwrap();
-        let refused = pool.submit("four", "alloy", CancelToken::new(), report("d"));
+        let refused = pool.submit("four", "alloy", 1.0, CancelToken::new(), report("d"));
         assert_eq!(
             refused,
             Err(Busy {
@@ -355,7 +358,7 @@ mod tests {
         assert!(refused.unwrap_err().to_string().contains("at capacity"));
         // C is cancelled while waiting: the next submit drops it and takes its place.
         drop(CancelOnDrop(c_token));
-        pool.submit("five", "alloy", CancelToken::new(), report("e"))
+        pool.submit("five", "alloy", 1.0, CancelToken::new(), report("e"))
             .unwrap();
         let (name, o) = done_rx.recv().unwrap();
         assert_eq!(name, "c");
@@ -366,7 +369,7 @@ mod tests {
         // An already-cancelled job is answered at once and takes no place.
         let gone = CancelToken::new();
         gone.cancel();
-        pool.submit("six", "alloy", gone, report("f")).unwrap();
+        pool.submit("six", "alloy", 1.0, gone, report("f")).unwrap();
         assert_eq!(done_rx.recv().unwrap().0, "f");
         release_tx.send(()).unwrap();
         let mut rest: Vec<&str> = (0..2)
@@ -406,7 +409,7 @@ mod tests {
         for i in 0..JOBS {
             let token = CancelToken::new();
             let tx = tx.clone();
-            match pool.submit(text, "cedar", token.clone(), move |o| {
+            match pool.submit(text, "cedar", 1.0, token.clone(), move |o| {
                 tx.send((i, o)).unwrap()
             }) {
                 Ok(()) => {}

@@ -683,6 +683,13 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         !n.peers[a].0.events_of("session.created").is_empty()
     }));
     let call_id = net.peers[a].2.clone();
+    let now = net.now;
+    net.peers[a].0.send_event(
+        now,
+        json!({"type": "session.update", "session": {"type": "realtime",
+               "audio": {"output": {"speed": 1.25}}}}),
+    );
+    net.run(Duration::from_millis(50));
     let create = |net: &mut Net, n: u32, text: &str| -> CallJob {
         let now = net.now;
         net.peers[a].0.send_event(
@@ -694,10 +701,17 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         assert_eq!(net.synthesis.len(), 1, "one job per spoken response");
         let s = net.synthesis.pop().unwrap();
         assert_eq!(s.call_id, call_id);
-        let Work::Synthesize { text: asked, .. } = &s.job.work else {
+        let Work::Synthesize {
+            text: asked, speed, ..
+        } = &s.job.work
+        else {
             panic!("a speech job: {:?}", s.job.work);
         };
         assert_eq!(asked, text);
+        assert_eq!(
+            *speed, 1.25,
+            "the session's audio.output.speed reaches the synthesizer"
+        );
         assert!(!s.job.cancel.is_cancelled());
         s
     };
@@ -740,8 +754,14 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
 
     // The call goes on: the next response is spoken and completes.
     let spoken = create(&mut net, 2, "Still here.");
-    let speech =
-        tts::synthesize_with("Still here.", "alloy", Synth::Shipped, &CancelToken::new()).unwrap();
+    let speech = tts::synthesize_with(
+        "Still here.",
+        "alloy",
+        1.0,
+        Synth::Shipped,
+        &CancelToken::new(),
+    )
+    .unwrap();
     let now = net.now;
     let done = JobDone {
         response_id: spoken.job.response_id.clone(),
