@@ -151,6 +151,10 @@ impl Engine {
         }
     }
 
+    pub fn is_live(&self) -> bool {
+        matches!(self, Engine::Live(_))
+    }
+
     /// Whether the caller's audio may reach the model (Live's input mute).
     pub fn hears_input(&self) -> bool {
         match self {

@@ -17,6 +17,7 @@ pub mod event_stream;
 mod framer;
 pub mod media;
 pub mod recording;
+pub mod reflection;
 pub mod sideband;
 
 use std::time::{Duration, Instant};
@@ -33,6 +34,7 @@ use event_log::EventLog;
 use framer::Framer;
 use media::{Job, JobDone, Media, VoiceTimings};
 use recording::Recorder;
+use reflection::Reflection;
 use sideband::{SidebandId, Sidebands};
 
 /// How the call's audio travels, which decides where its formats come from and what becomes
@@ -83,6 +85,8 @@ pub struct Call {
     sidebands: Sidebands,
     /// Both directions' audio, for a Live session started with `store: true`.
     recorder: Option<Recorder>,
+    /// A Live call's audio for its sidebands, while one is attached (see [`reflection`]).
+    reflection: Option<Reflection>,
 }
 
 /// What the call reads of a client event before the engine sees it: its type, and an
@@ -130,6 +134,7 @@ impl Call {
             events: None,
             sidebands: Sidebands::default(),
             recorder: None,
+            reflection: None,
         }
     }
 
@@ -207,6 +212,10 @@ impl Call {
         let at = self.session_ms(now);
         if let Some(r) = &mut self.recorder {
             r.caller(at, payload);
+        }
+        if let Some(r) = &mut self.reflection {
+            let event = r.caller(payload);
+            self.reflect(event);
         }
         if !self.engine.hears_input() {
             // Live's input mute: the model hears nothing, as if the caller were silent.
@@ -309,6 +318,10 @@ impl Call {
                 if let Some(r) = &mut self.recorder {
                     r.model(at, &payload);
                 }
+                if let Some(r) = &mut self.reflection {
+                    let event = r.model(at, &payload);
+                    self.reflect(event);
+                }
                 match self.path {
                     AudioPath::Rtp => return Some(CallOutput::Audio { payload, ticks }),
                     AudioPath::Events => {
@@ -344,11 +357,30 @@ impl Call {
         out: tokio::sync::mpsc::Sender<String>,
     ) -> Option<SidebandId> {
         let welcome = self.engine.welcome_frame();
-        self.sidebands.attach(out, welcome)
+        let id = self.sidebands.attach(out, welcome)?;
+        if self.engine.is_live() && self.reflection.is_none() {
+            let (input, output) = (self.media.codec(), self.media.output_codec());
+            self.reflection = Some(Reflection::new(input, output));
+        }
+        Some(id)
+    }
+
+    /// A reflected audio event to the sidebands (see [`reflection`]); reflecting stops once
+    /// none is left to hear it.
+    fn reflect(&mut self, event: Option<String>) {
+        if let Some(e) = event {
+            self.sidebands.send(&self.id, &e);
+        }
+        if self.sidebands.is_empty() {
+            self.reflection = None;
+        }
     }
 
     pub fn detach_sideband(&mut self, id: SidebandId) {
         self.sidebands.detach(id);
+        if self.sidebands.is_empty() {
+            self.reflection = None;
+        }
     }
 
     /// The event log, read while the call is live (empty for a WebSocket session).
@@ -524,5 +556,105 @@ mod tests {
             event_types(&out)
         );
         assert!(ws.event_log().is_none(), "a WebSocket session keeps no log");
+    }
+
+    /// A Live call's sideband hears its audio, as the service reflects it: the caller's as
+    /// `session.input_audio.append`, the model's as `session.output_audio.delta` with its span,
+    /// both 24 kHz PCM16; a Realtime sideband hears none, and none is made once detached.
+    #[test]
+    fn a_live_sideband_hears_both_sides_audio_and_a_realtime_one_none() {
+        let now = Instant::now();
+        // A 24 kHz PCM frame of a loud square wave: loopback sends it straight back.
+        let samples: Vec<i16> = (0..480)
+            .map(|i| if i % 48 < 24 { 8000 } else { -8000 })
+            .collect();
+        let frame = Bytes::from(
+            samples
+                .iter()
+                .flat_map(|s| s.to_le_bytes())
+                .collect::<Vec<_>>(),
+        );
+        let live = |model| {
+            let start = crate::live::config::check_start(
+                &serde_json::json!({"model": "gpt-live-1"}),
+                Transport::WebRtc,
+            )
+            .unwrap();
+            Engine::Live(Box::new(crate::live::LiveSession::new(
+                "live_test".into(),
+                &model,
+                start,
+                0,
+                Transport::WebRtc,
+            )))
+        };
+        let heard = |engine: Engine| -> (Vec<Value>, Call, SidebandId) {
+            let mut call = Call::rtp("live_test".into(), now, engine, Codec::Pcm24);
+            call.on_channel_open();
+            let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+            let id = call.attach_sideband(tx).unwrap();
+            drain(&mut call, now);
+            for n in 0..3u16 {
+                let at = now + Duration::from_millis(20 * u64::from(n));
+                call.on_rtp(at, &frame, 480 * u32::from(n), n);
+                drain(&mut call, at);
+            }
+            let mut audio = Vec::new();
+            while let Ok(f) = rx.try_recv() {
+                let v: Value = serde_json::from_str(&f).unwrap();
+                if v["type"] == "session.input_audio.append"
+                    || v["type"] == "session.output_audio.delta"
+                    || v["type"] == "response.output_audio.delta"
+                {
+                    audio.push(v);
+                }
+            }
+            (audio, call, id)
+        };
+        let (audio, mut call, id) = heard(live(ModelKind::Loopback));
+        let of = |kind: &str| {
+            audio
+                .iter()
+                .filter(|v| v["type"] == kind)
+                .collect::<Vec<_>>()
+        };
+        let (input, output) = (
+            of("session.input_audio.append"),
+            of("session.output_audio.delta"),
+        );
+        assert_eq!((input.len(), output.len()), (3, 3), "{audio:?}");
+        let pcm = |b64: &Value| -> Vec<i16> {
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(b64.as_str().unwrap())
+                .unwrap();
+            bytes
+                .chunks_exact(2)
+                .map(|b| i16::from_le_bytes([b[0], b[1]]))
+                .collect()
+        };
+        for v in &input {
+            assert!(
+                v.get("event_id").is_none(),
+                "a reflection is no acknowledgment"
+            );
+            let p = pcm(&v["audio"]);
+            assert_eq!(p.len(), 480, "20 ms at 24 kHz");
+            assert!(p.iter().map(|s| i32::from(*s).abs()).max().unwrap() > 4000);
+        }
+        for (n, v) in output.iter().enumerate() {
+            assert_eq!(pcm(&v["delta"]).len(), 480);
+            let (start, end) = (
+                v["start_ms"].as_u64().unwrap(),
+                v["end_ms"].as_u64().unwrap(),
+            );
+            assert_eq!((start, end - start), (20 * n as u64, 20), "{v}");
+        }
+        call.detach_sideband(id);
+        call.on_rtp(now, &frame, 1440, 3);
+        drain(&mut call, now);
+        assert!(call.reflection.is_none(), "reflecting for nobody");
+
+        let (audio, _, _) = heard(realtime(ModelKind::Loopback, Transport::WebRtc));
+        assert!(audio.is_empty(), "a Realtime sideband got audio: {audio:?}");
     }
 }

@@ -51,6 +51,10 @@ impl Sidebands {
         self.attached.retain(|(i, _)| *i != id);
     }
 
+    pub fn is_empty(&self) -> bool {
+        self.attached.is_empty()
+    }
+
     /// One server frame to every sideband; one that is gone or full is dropped.
     pub fn send(&mut self, call_id: &str, frame: &str) {
         if self.attached.is_empty() {

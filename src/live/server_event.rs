@@ -51,9 +51,20 @@ pub enum LiveServerEvent {
         #[serde(flatten)]
         span: Span,
     },
-    /// On a WebSocket, the model's audio (base64 in the output format).
+    /// The model's audio: on a WebSocket base64 in the output format, without times; reflected
+    /// to a sideband as 24 kHz PCM16 with its place on the session's timeline.
     #[serde(rename = "session.output_audio.delta")]
-    OutputAudioDelta { delta: String },
+    OutputAudioDelta {
+        delta: String,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        start_ms: Option<u64>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        end_ms: Option<u64>,
+    },
+    /// The caller's audio reflected to a sideband (24 kHz PCM16, before the input mute): the
+    /// client command's type and key, but not an acknowledgment of one.
+    #[serde(rename = "session.input_audio.append")]
+    InputAudioAppend { audio: String },
     #[serde(rename = "session.delegation.created")]
     DelegationCreated {
         delegation: DelegationRef,

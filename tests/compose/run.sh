@@ -68,7 +68,7 @@ trap cleanup EXIT
 # vendor/ are unchanged: Docker's layer cache), and its source stage copies every file the compiler read.
 t0=$(date +%s.%N)
 if ldd "$BIN" 2>&1 | grep -q '=>'; then ldd "$BIN" >&2; fail "$BIN is linked dynamically (see .cargo/config.toml)"; fi
-log "$BIN: $(file -b "$BIN" 2>/dev/null | cut -d, -f1-3 || echo static) ; ldd: $(ldd "$BIN" 2>&1 | head -n1 | xargs)"
+log "$BIN: $(file -b "$BIN" 2>/dev/null | cut -d, -f1-3 || echo static) ; ldd: $(ldd "$BIN" 2>&1 | sed -n 1p | xargs)"
 bash tests/compose/dockerfile-check.sh "$BIN" || fail "the Dockerfile's build stages (see above)"
 ctx=$(mktemp -d /tmp/ve-image.XXXX)
 mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp"
@@ -171,7 +171,9 @@ loss3=$(check_calls "$(cat /tmp/lg3-$PROJECT.txt)" 6 2)
 log "3. --scale transceiver=3: 6 calls on transceivers [$spread], loss $loss3 %"
 
 # 4. a stopped transceiver leaves placement
-victim=$(dc ps -q transceiver | head -n1)
+# sed, not head: head exits after one line, and under pipefail the SIGPIPE that dc gets for
+# the lines it had left fails the script (exit 141) whenever dc writes after head is gone.
+victim=$(dc ps -q transceiver | sed -n 1p)
 t0=$SECONDS
 docker stop -t 10 "$victim" >/dev/null
 wait_members 2 10

@@ -165,6 +165,21 @@ describe('Live WebRTC flow in headless chromium', { timeout: 180_000 }, () => {
       const id = created.body.session.id;
       sb = await openEventSocket(`ws://${server.httpAddr}/v1/live/sessions/${id}/attach`, { headers: { Authorization: 'Bearer sk-test' } });
       await sb.waitFor({ type: 'session.started' }, { timeoutMs: 3_000 });
+      // The call's audio is reflected to the sideband as the service does it: the caller's
+      // microphone as session.input_audio.append, the model's answer as session.output_audio.delta
+      // with its span, both 24 kHz PCM16.
+      const pcm = (b64) => {
+        const b = Buffer.from(b64, 'base64');
+        return Array.from({ length: b.length / 2 }, (_, i) => b.readInt16LE(2 * i));
+      };
+      const loud = (b64) => Math.max(...pcm(b64).map(Math.abs)) > 1000;
+      await waitFor('the caller\'s speech reflected', () => sb.events.some((e) => e.type === 'session.input_audio.append' && loud(e.audio)), 10_000);
+      const out = await sb.waitFor({ type: 'session.output_audio.delta' }, { timeoutMs: 20_000 });
+      assert.ok(Number.isInteger(out.event.start_ms) && out.event.end_ms > out.event.start_ms, JSON.stringify({ ...out.event, delta: '…' }));
+      assert.equal(pcm(out.event.delta).length, (out.event.end_ms - out.event.start_ms) * 24, 'the span is the audio\'s length at 24 kHz');
+      const inputs = sb.events.filter((e) => e.type === 'session.input_audio.append');
+      assert.ok(inputs.every((e) => e.event_id === undefined && pcm(e.audio).length === 480), 'each caller frame reflected as 20 ms at 24 kHz, no event_id');
+      console.log(`live sideband reflection: ${inputs.length} caller frames, first model frame at ${out.event.start_ms}-${out.event.end_ms} ms`);
       await page.evaluate(() => {
         window.rt.dc.close();
         window.rt.pc.close();
@@ -176,7 +191,7 @@ describe('Live WebRTC flow in headless chromium', { timeout: 180_000 }, () => {
       assert.notEqual(gone.code, 1006, 'a close frame, not a dropped connection');
       assertServerEventShapes(assert, sb.events.map(({ t, ...e }) => e), 'live sideband', LIVE_DTS);
     } catch (e) {
-      console.log(`sideband events: ${JSON.stringify(sb?.events?.map((x) => x.type))}`);
+      console.log(`sideband events: ${JSON.stringify(sb?.events?.filter((x) => !x.type.includes('audio')).map((x) => x.type))}`);
       console.log(await serverDiagnostics(server));
       throw e;
     } finally {

@@ -148,7 +148,13 @@ impl LiveSession {
             }
             // On a WebSocket the audio itself travels as events.
             E::OutputAudioDelta { delta, .. } => {
-                self.emit(LiveServerEvent::OutputAudioDelta { delta }, None);
+                let (start_ms, end_ms) = (None, None);
+                let delta = LiveServerEvent::OutputAudioDelta {
+                    delta,
+                    start_ms,
+                    end_ms,
+                };
+                self.emit(delta, None);
             }
             E::OutputItemDone(done) if done.item["type"] == "function_call" => {
                 self.delegate(&done.item);
