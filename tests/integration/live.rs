@@ -379,6 +379,18 @@ async fn an_attached_sideband_steers_the_session() {
             mirrored.push(serde_json::from_str::<Value>(&t).unwrap());
         }
     }
+    // Besides the events, a Live sideband hears the call's audio reflected, without event ids.
+    let (events_only, reflected): (Vec<Value>, Vec<Value>) = mirrored
+        .into_iter()
+        .partition(|e| e.get("event_id").is_some());
+    assert!(
+        reflected
+            .iter()
+            .all(|e| e["type"] == "session.input_audio.append"
+                || (e["type"] == "session.output_audio.delta" && e["start_ms"].is_u64())),
+        "only reflected audio comes without an event id: {reflected:?}"
+    );
+    let mirrored = events_only;
     let ids = |evs: &[Value]| -> Vec<String> {
         evs.iter()
             .filter(|e| e["type"] != "session.started")
