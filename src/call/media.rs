@@ -184,6 +184,9 @@ pub struct Voice {
     player: Option<Player>,
     /// Audio is held until then (a planned delay).
     hold_until: Option<Instant>,
+    /// The next response's audio, queued behind a finished response that still plays (the
+    /// model generates ahead of playback), with when it may start at the earliest.
+    queued: Option<(Player, Instant)>,
     /// A response with nothing to play, held until its delay is over (`Action::Hold`).
     held: Option<(String, Instant)>,
     awaiting_job: Option<AwaitingJob>,
@@ -347,6 +350,7 @@ impl Voice {
             listener: Listener::with_codec(codec, cfg),
             player: None,
             hold_until: None,
+            queued: None,
             held: None,
             awaiting_job: None,
             last_packet: None,
@@ -457,11 +461,19 @@ impl Voice {
                 if self.awaiting(&response_id) {
                     self.awaiting_job = None; // cancels its job
                 }
+                if let Some((mut p, _)) =
+                    self.queued.take_if(|(p, _)| p.response_id() == response_id)
+                {
+                    p.stop();
+                }
                 if let Some(p) = self.player.as_mut()
                     && p.response_id() == response_id
                 {
                     p.stop();
                     self.player = None;
+                    if let Some((next, play_at)) = self.queued.take() {
+                        self.start(next, play_at.max(now));
+                    }
                     if let (Some(onset), Some(last)) = (self.onset_at, self.last_sent_at) {
                         self.timings.barge_in_ms =
                             Some(last.saturating_duration_since(onset).as_millis() as u64);
@@ -490,9 +502,16 @@ impl Voice {
         }
     }
 
+    /// Plays `player` from `play_at`, or after the one still playing: a response that
+    /// completed ahead of its playout is heard to the end unless it is stopped.
     fn start(&mut self, player: Player, play_at: Instant) {
-        if let Some(mut old) = self.player.take() {
-            old.stop();
+        // Queued even behind a player that has just run out: its end is still to be reported
+        // (see `next_audio`).
+        if self.player.is_some() {
+            if let Some((mut old, _)) = self.queued.replace((player, play_at)) {
+                old.stop();
+            }
+            return;
         }
         self.player = Some(player);
         self.hold_until = Some(play_at);
@@ -550,6 +569,9 @@ impl Voice {
         if p.is_done() {
             let rid = p.response_id().to_owned();
             self.player = None;
+            if let Some((next, play_at)) = self.queued.take() {
+                self.start(next, play_at.max(now));
+            }
             conv.on_audio_done(&rid);
         }
         None

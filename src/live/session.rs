@@ -83,6 +83,9 @@ impl LiveSession {
     ) -> Self {
         let mut conv = Conversation::new(id.clone(), model);
         conv.set_transport(transport);
+        // Live's output transcript carries each word's place on the session's timeline, which
+        // this engine ties to playback: its replies are made at playback pace, not ahead.
+        conv.set_generation_pace(1.0);
         let mut s = LiveSession {
             conv,
             id,

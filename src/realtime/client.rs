@@ -272,7 +272,18 @@ impl Conversation {
         } = t;
         let index = usize::try_from(content_index).unwrap_or(usize::MAX);
         self.refuse_if_in_progress(&id)?;
-        let item = self.items.get_mut(&id).ok_or_else(|| not_found(&id))?;
+        self.truncate_item(&id, index, end_ms)
+    }
+
+    /// The truncation itself, whoever asks: the client, or the server for a playout it
+    /// stopped (see `clear_playout`).
+    pub(super) fn truncate_item(
+        &mut self,
+        id: &str,
+        index: usize,
+        end_ms: u64,
+    ) -> Result<(), ClientError> {
+        let item = self.items.get_mut(id).ok_or_else(|| not_found(id))?;
         if item.role() != Some("assistant")
             || item.value["content"][index]["type"] != "output_audio"
         {
@@ -300,7 +311,7 @@ impl Conversation {
         };
         self.out
             .emit(RealtimeServerEvent::ConversationItemTruncated {
-                item_id: id,
+                item_id: id.to_owned(),
                 content_index: index,
                 audio_end_ms: end_ms,
             });
@@ -433,10 +444,15 @@ impl Conversation {
     /// nothing playing (the SDK's `interrupt()` always sends a clear, even after a cancel or
     /// after playback ended) the clear is still acknowledged, naming the latest response.
     fn output_clear(&mut self) {
-        if self.active.is_some() {
+        let cancelled = self.active.is_some();
+        if cancelled {
             self.cancel_and_clear("client_cancelled");
+        }
+        // A finished response still playing is cleared and truncated to what was heard.
+        let cleared = self.clear_playout();
+        if cancelled {
             self.after_response();
-        } else {
+        } else if !cleared {
             let id = self.last_response_id.clone();
             self.emit_output_buffer(RealtimeServerEvent::OutputBufferCleared { response_id: id });
         }

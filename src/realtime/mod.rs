@@ -58,7 +58,13 @@ use crate::model::{Model, ModelKind, Reply};
 use events::Outbox;
 use input::UncommittedInput;
 use items::ItemStore;
-use response::ActiveResponse;
+use response::{ActiveResponse, Playout};
+
+/// How many times faster than real time a reply is generated on WebRTC: the service's models
+/// make audio well ahead of playback, so the transcript and `response.done` arrive while the
+/// caller is still hearing the reply. A barge-in then truncates what was heard instead of
+/// cancelling a finished response. 1.0 generates at playback pace, as a slow model would.
+pub const GENERATION_PACE: f64 = 4.0;
 
 /// What the media side must do; polled with [`Conversation::poll_action`].
 #[derive(Debug, Clone, PartialEq)]
@@ -133,6 +139,12 @@ pub struct Conversation {
     items: ItemStore,
     input: UncommittedInput,
     active: Option<ActiveResponse>,
+    /// A completed response whose audio still plays (WebRTC; see [`GENERATION_PACE`]).
+    playout: Option<Playout>,
+    /// The response whose `output_audio_buffer.started` waits for `playout` to end: its audio
+    /// is queued behind it.
+    buffer_waiting: Option<String>,
+    generation_pace: f64,
     /// The most recent response, for `output_audio_buffer.cleared` when nothing is playing.
     last_response_id: Option<String>,
     /// A VAD turn ended while a response was still running with `interrupt_response: false`;
@@ -166,6 +178,9 @@ impl Conversation {
             items: ItemStore::default(),
             input: UncommittedInput::default(),
             active: None,
+            playout: None,
+            buffer_waiting: None,
+            generation_pace: GENERATION_PACE,
             last_response_id: None,
             auto_response_queued: false,
             audio_produced: false,
@@ -183,6 +198,12 @@ impl Conversation {
 
     pub fn transport(&self) -> Transport {
         self.transport
+    }
+
+    /// How far ahead of playback replies are generated on WebRTC (see [`GENERATION_PACE`]);
+    /// at most 1.0 generates at playback pace. Set before the first response.
+    pub fn set_generation_pace(&mut self, pace: f64) {
+        self.generation_pace = pace;
     }
 
     /// Makes this a transcription session (see [`SessionType`]): transcription on by default,

@@ -18,6 +18,18 @@ pub(super) const MS_PER_WORD: u64 = 400;
 /// so the client reads exactly what it hears.
 pub(super) const MAX_WORDS: usize = 1000;
 
+/// A response that completed while its audio still plays (generation ran ahead of playback, on
+/// WebRTC): the caller is still hearing it, so a barge-in or a clear truncates its item to what
+/// was heard, and `output_audio_buffer.stopped` comes when the playout ends.
+#[derive(Debug)]
+pub(super) struct Playout {
+    pub response_id: String,
+    pub item_id: String,
+    pub played_ms: u64,
+    /// Its message is in the conversation (a truncation applies to it).
+    pub in_conversation: bool,
+}
+
 /// Per-response overrides from `response.create`, already validated.
 #[derive(Debug, Clone, Default)]
 pub(super) struct ResponseRequest {
@@ -72,6 +84,10 @@ pub(super) struct ActiveResponse {
     /// `total_ms` is the real length (echo, or reported), not the per-word estimate.
     pub length_known: bool,
     pub played_ms: u64,
+    /// Its audio made so far: on WebRTC the model runs ahead of playback (`played_ms` times
+    /// the conversation's generation pace), on a WebSocket what was sent. The transcript
+    /// follows it, not playback.
+    pub generated_ms: u64,
     /// The `response` object fields fixed at creation (`output_modalities`, `audio`, …).
     pub shell: Value,
     pub input_tokens: Value,
@@ -92,7 +108,7 @@ impl ActiveResponse {
         let due = if all {
             self.words.len()
         } else {
-            heard_words(&self.words, self.played_ms, self.total_ms)
+            heard_words(&self.words, self.generated_ms, self.total_ms)
         };
         let mut out = Vec::new();
         while self.sent < due {
@@ -169,7 +185,11 @@ impl ActiveResponse {
     fn usage(&self) -> Value {
         let text = self.transcript_so_far();
         let text_tokens = (text.len() as u64).div_ceil(4);
-        let audio_tokens = if self.audio { self.played_ms / 50 } else { 0 };
+        let audio_tokens = if self.audio {
+            self.generated_ms / 50
+        } else {
+            0
+        };
         let input = self.input_tokens["text_tokens"].as_u64().unwrap_or(0)
             + self.input_tokens["audio_tokens"].as_u64().unwrap_or(0);
         let output = text_tokens + audio_tokens;

@@ -16,7 +16,7 @@ use super::events::ClientError;
 use super::items::{AudioSource, Item, assistant_item};
 use super::prompt::prompt_of;
 use super::response::{
-    ActiveResponse, MS_PER_WORD, ResponseRequest, input_tokens, rate_limits, words,
+    ActiveResponse, MS_PER_WORD, Playout, ResponseRequest, input_tokens, rate_limits, words,
 };
 use super::server_event::{ItemInPlace, OutputItem, RealtimeServerEvent as E};
 use super::tool_calls::PlannedCall;
@@ -43,8 +43,20 @@ pub(super) struct Stopped {
 }
 
 impl Conversation {
-    /// Audio of `response_id` sent so far; releases the transcript deltas heard by now.
+    /// Audio of `response_id` sent so far. The transcript follows what the model has made by
+    /// then, which on WebRTC runs ahead of playback (see [`super::GENERATION_PACE`]): once all
+    /// of it is made, the response completes while its audio plays on.
     pub fn on_audio_progress(&mut self, response_id: &str, played_ms: u64) {
+        if let Some(p) = self
+            .playout
+            .as_mut()
+            .filter(|p| p.response_id == response_id)
+        {
+            p.played_ms = p.played_ms.max(played_ms);
+            return;
+        }
+        let ahead = self.generates_ahead();
+        let pace = if ahead { self.generation_pace } else { 1.0 };
         let Some(r) = self
             .active
             .as_mut()
@@ -53,7 +65,38 @@ impl Conversation {
             return;
         };
         r.played_ms = r.played_ms.max(played_ms);
+        let generated = (r.played_ms as f64 * pace) as u64;
+        r.generated_ms = r
+            .generated_ms
+            .max(generated.min(r.total_ms.max(r.played_ms)));
+        let made = ahead && r.length_known && r.generated_ms >= r.total_ms;
         self.send_due_deltas(false);
+        if made {
+            self.complete_ahead();
+        }
+    }
+
+    /// Whether replies are generated ahead of playback here: on WebRTC, where the server plays
+    /// the audio, with a pace above real time.
+    fn generates_ahead(&self) -> bool {
+        self.transport == super::Transport::WebRtc && self.generation_pace > 1.0
+    }
+
+    /// The active response's audio is all made while it still plays: it completes now (its
+    /// `.done` events, its tool calls, `response.done`) and its playout goes on, reported by
+    /// `output_audio_buffer.stopped` when it ends.
+    fn complete_ahead(&mut self) {
+        let Some(r) = self.active.as_ref() else {
+            return;
+        };
+        self.playout = Some(Playout {
+            response_id: r.id.clone(),
+            item_id: r.item_id.clone(),
+            played_ms: r.played_ms,
+            in_conversation: r.in_conversation && r.message,
+        });
+        self.complete_active();
+        self.after_response();
     }
 
     /// The real length of `response_id`'s audio, once the media side knows it (a TTS render);
@@ -71,8 +114,8 @@ impl Conversation {
         self.send_due_deltas(false);
     }
 
-    /// All audio of `response_id` has been sent: the response completes. Ignored for a
-    /// response that was already stopped.
+    /// All audio of `response_id` has been sent: the response completes, or, when it already
+    /// did (generated ahead), its playout ends. Ignored for a response that was stopped.
     pub fn on_audio_done(&mut self, response_id: &str) {
         if self
             .active
@@ -81,6 +124,21 @@ impl Conversation {
         {
             self.complete_active();
             self.after_response();
+        } else if self
+            .playout
+            .as_ref()
+            .is_some_and(|p| p.response_id == response_id)
+        {
+            self.playout = None;
+            self.emit_output_buffer(E::OutputBufferStopped {
+                response_id: Some(response_id.to_owned()),
+            });
+            // The next response's audio was queued behind this one: it plays now.
+            if let Some(next) = self.buffer_waiting.take() {
+                self.emit_output_buffer(E::OutputBufferStarted {
+                    response_id: Some(next),
+                });
+            }
         }
     }
 
@@ -158,9 +216,15 @@ impl Conversation {
                 reply,
                 delay_ms,
             });
-            self.emit_output_buffer(E::OutputBufferStarted {
-                response_id: Some(id.clone()),
-            });
+            // Behind a finished response still playing, its audio waits its turn, and so
+            // does its `output_audio_buffer.started`.
+            if self.playout.is_some() {
+                self.buffer_waiting = Some(id.clone());
+            } else {
+                self.emit_output_buffer(E::OutputBufferStarted {
+                    response_id: Some(id.clone()),
+                });
+            }
             self.send_due_deltas(false);
         } else if delay_ms > 0 {
             // A slow model: the output comes when the media side says the delay is over.
@@ -335,6 +399,7 @@ impl Conversation {
             total_ms,
             length_known,
             played_ms: 0,
+            generated_ms: 0,
             shell,
             input_tokens,
         };
@@ -390,7 +455,7 @@ impl Conversation {
         let value = r.item(status);
         let origin = AudioSource::Assistant {
             words: r.words[..r.sent].to_vec(),
-            audio_ms: r.played_ms,
+            audio_ms: r.generated_ms.max(r.played_ms),
         };
         if let Some(stored) = self.items.get_mut(&r.item_id) {
             stored.value = value;
@@ -486,8 +551,10 @@ impl Conversation {
         let response = r.object(status, details, output);
         self.out.emit(E::ResponseDone { response });
         // A cancel drops the buffer (the caller sends `cleared`); otherwise it has run dry,
-        // empty when the audio failed.
-        if message && audio && !matches!(end, End::Cancelled(_)) {
+        // empty when the audio failed, unless it still plays (generated ahead): then the
+        // playout's end says so.
+        let still_playing = self.playout.as_ref().is_some_and(|p| p.response_id == id);
+        if message && audio && !matches!(end, End::Cancelled(_)) && !still_playing {
             self.emit_output_buffer(E::OutputBufferStopped {
                 response_id: Some(id),
             });
@@ -499,12 +566,13 @@ impl Conversation {
         let Some(r) = self.active.as_mut() else {
             return;
         };
-        // The audio is all out: usage and later truncation use its full length.
+        // The audio is all made: usage and later truncation use its full length.
         if r.length_known {
-            r.played_ms = r.played_ms.max(r.total_ms);
-        } else if r.played_ms == 0 {
-            r.played_ms = r.total_ms;
+            r.generated_ms = r.generated_ms.max(r.total_ms);
+        } else if r.generated_ms == 0 {
+            r.generated_ms = r.total_ms;
         }
+        r.played_ms = r.played_ms.max(r.generated_ms);
         match r.ending.clone() {
             Ending::Completed => self.finish(End::Completed),
             Ending::Incomplete => self.finish(End::Incomplete),
@@ -540,12 +608,40 @@ impl Conversation {
             });
         }
         self.finish(End::Cancelled(reason));
-        if audio {
+        // Queued behind a playout, its buffer never started: there is nothing to clear.
+        let started = self.buffer_waiting.take_if(|w| *w == id).is_none();
+        if audio && started {
             self.emit_output_buffer(E::OutputBufferCleared {
                 response_id: Some(id),
             });
         }
         Some(stopped)
+    }
+
+    /// Stops a finished response that is still playing (barge-in, `output_audio_buffer.clear`):
+    /// its buffer is cleared and its item truncated to what the caller heard, and nothing is
+    /// cancelled, since the response had completed. False when nothing was playing.
+    pub(super) fn clear_playout(&mut self) -> bool {
+        let Some(p) = self.playout.take() else {
+            return false;
+        };
+        self.out.act(Action::StopAudio {
+            response_id: p.response_id.clone(),
+        });
+        self.emit_output_buffer(E::OutputBufferCleared {
+            response_id: Some(p.response_id),
+        });
+        if p.in_conversation {
+            // The item may have been deleted meanwhile; then there is nothing to truncate.
+            let _ = self.truncate_item(&p.item_id, 0, p.played_ms);
+        }
+        // What was queued behind it plays now.
+        if let Some(next) = self.buffer_waiting.take() {
+            self.emit_output_buffer(E::OutputBufferStarted {
+                response_id: Some(next),
+            });
+        }
+        true
     }
 
     /// Starts a VAD turn's response that had to wait for the previous one.

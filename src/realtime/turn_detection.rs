@@ -48,7 +48,8 @@ impl Conversation {
             item_id,
             audio_start_ms,
         });
-        if td.interrupt_response && self.active.as_ref().is_some_and(|r| r.audio) {
+        let speaking = self.active.as_ref().is_some_and(|r| r.audio) || self.playout.is_some();
+        if td.interrupt_response && speaking {
             self.barge_in();
         }
     }
@@ -205,22 +206,19 @@ impl Conversation {
         }
     }
 
-    /// Speech during output with `interrupt_response`: stop the audio, cancel the response
-    /// (`turn_detected`), report the cleared buffer and the truncation to what was played.
+    /// Speech during output with `interrupt_response`: stop the audio; a response still being
+    /// made is cancelled (`turn_detected`), one already complete but still playing is not;
+    /// either way the buffer is reported cleared and the item truncated to what was played.
     fn barge_in(&mut self) {
-        let Some(stopped) = self.cancel_and_clear("turn_detected") else {
-            return;
-        };
-        // On a WebSocket the server cannot know what was played: the client truncates, from
-        // its own playback clock, as the service expects (the SDK's interrupt() does).
-        if stopped.in_conversation && self.transport == super::Transport::WebRtc {
-            self.out
-                .emit(RealtimeServerEvent::ConversationItemTruncated {
-                    item_id: stopped.item_id,
-                    content_index: 0,
-                    audio_end_ms: stopped.played_ms,
-                });
+        if let Some(stopped) = self.cancel_and_clear("turn_detected") {
+            // On a WebSocket the server cannot know what was played: the client truncates,
+            // from its own playback clock, as the service expects (the SDK's interrupt() does).
+            if stopped.in_conversation && self.transport == super::Transport::WebRtc {
+                // The item holds what was made, which may run past what was heard.
+                let _ = self.truncate_item(&stopped.item_id, 0, stopped.played_ms);
+            }
         }
+        self.clear_playout();
         // The caller is talking again; their new turn gets the next response.
         self.auto_response_queued = false;
     }

@@ -298,30 +298,37 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebRTC) in headl
     }
   });
 
-  test('barge-in by voice cancels the echo reply (turn_detected), clears and truncates', { timeout: 25_000 }, async () => {
+  test('barge-in by voice while the finished echo reply still plays: cleared and truncated to what was heard, not cancelled', { timeout: 25_000 }, async () => {
     let ctx = null;
     try {
       const { ctx: c, conn } = await connectedPage(BARGEIN_WAV, { model: 'echo' });
       ctx = c;
       const { page } = ctx;
-      const done = await waitForEvent(page, { type: 'response.done', 'response.status': 'cancelled' }, { timeoutMs: 20_000, what: 'a cancelled response.done' });
-      const respId = done.event.response.id;
-      await waitForEvent(page, { type: 'output_audio_buffer.cleared', response_id: respId }, { timeoutMs: 3_000 });
+      // As on the service, the reply is generated ahead of playback: it is complete while it still
+      // plays, so talking over it truncates it rather than cancelling it.
+      const cleared = await waitForEvent(page, { type: 'output_audio_buffer.cleared' }, { timeoutMs: 20_000, what: 'the barge-in clearing the buffer' });
+      const respId = cleared.event.response_id;
       await waitForEvent(page, { type: 'conversation.item.truncated' }, { timeoutMs: 3_000 });
       const { events } = await pageEvents(page);
 
-      assert.equal(done.event.response.status_details?.reason, 'turn_detected', `status_details: ${JSON.stringify(done.event.response.status_details)}`);
       const created = events.findIndex((e) => e.type === 'response.created' && e.response.id === respId);
       const audioStarted = events.findIndex((e) => e.type === 'output_audio_buffer.started' && e.response_id === respId);
-      assert.ok(created >= 0 && audioStarted > created, 'the cancelled response had started playing');
+      const done = events.findIndex((e) => e.type === 'response.done' && e.response.id === respId);
+      assert.ok(created >= 0 && audioStarted > created, 'the reply had started playing');
+      assert.ok(done > audioStarted, 'the reply has its response.done');
+      assert.equal(events[done].response.status, 'completed', `the finished reply is not cancelled: ${JSON.stringify(events[done].response.status_details)}`);
       const bargeStart = events.findIndex((e, i) => i > audioStarted && e.type === 'input_audio_buffer.speech_started');
-      assert.ok(bargeStart > audioStarted && bargeStart < done.index, 'speech_started (the barge-in) came while the reply played');
+      assert.ok(done < bargeStart && bargeStart < cleared.index, 'response.done came before the barge-in, the clear after it');
+      assert.ok(!events.some((e, i) => i > audioStarted && e.type === 'output_audio_buffer.stopped' && e.response_id === respId), 'a cleared playout never reports stopped');
       const itemId = events.find((e) => e.type === 'response.output_item.added' && e.response_id === respId)?.item?.id;
+      const full = events.find((e) => e.type === 'response.output_audio_transcript.done' && e.response_id === respId)?.transcript;
       const truncated = events.find((e) => e.type === 'conversation.item.truncated');
       assert.equal(truncated.item_id, itemId, 'conversation.item.truncated names the assistant item');
       assert.equal(typeof truncated.audio_end_ms, 'number', 'truncated.audio_end_ms');
-      const cleared = events.find((e) => e.type === 'output_audio_buffer.cleared' && e.response_id === respId);
-      assert.ok(cleared, 'output_audio_buffer.cleared for the cancelled response');
+      // The SDK retrieves a truncated item: what stays is what was heard, a prefix of the reply.
+      const retrieved = await waitForEvent(page, { type: 'conversation.item.retrieved', 'item.id': itemId }, { timeoutMs: 3_000, what: 'the truncated item retrieved' });
+      const kept = retrieved.event.item.content[0].transcript;
+      assert.ok(full.startsWith(kept) && kept.length < full.length, `kept "${kept}" of "${full}"`);
       assert.deepEqual(events.filter((e) => e.generic).map((e) => `${e.type}: ${e.schemaIssues}`), [], 'server events the SDK schema rejects');
       assertServerEventShapes(assert, events, 'agents-realtime barge-in');
 
@@ -335,7 +342,7 @@ describe(`@openai/agents-realtime ${SDK_VERSION} (OpenAIRealtimeWebRTC) in headl
       results.bargeInMs = call.voice.barge_in_ms;
       results.bargeInCallTurnMs = call.voice.turn_ms;
       console.log(
-        `agents-realtime: barge-in: response ${respId} cancelled (turn_detected), truncated at ${truncated.audio_end_ms} ms; ` +
+        `agents-realtime: barge-in: response ${respId} completed ahead, then truncated at ${truncated.audio_end_ms} ms ("${kept}" of "${full}"); ` +
           `server barge_in_ms ${call.voice.barge_in_ms}, turn_ms ${call.voice.turn_ms}`,
       );
     } catch (err) {

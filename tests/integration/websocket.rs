@@ -380,6 +380,8 @@ async fn a_sideband_steers_a_live_call() {
         .filter(|e| e["type"] == "response.done")
         .collect();
     assert_eq!(done[1]["response"]["status"], "completed", "{done:?}");
+    // Made ahead of playback, the answer completes while it still plays: its playout ends later.
+    call.wait_for("output_audio_buffer.stopped", 1).await;
     let mut packets = 0;
     while call.rtp_rx.try_recv().is_ok() {
         packets += 1;

@@ -19,6 +19,7 @@ const TEXT_TURN: &[&str] = &[
 #[test]
 fn tts_speaks_a_sent_message_with_deltas_that_match() {
     let mut h = Harness::open("tts");
+    h.c.set_generation_pace(1.0);
     let text = "The quick brown fox jumps over the lazy dog";
     let out = h.send_message(text, 1);
     assert_eq!(types(&out), TEXT_TURN);
@@ -123,6 +124,7 @@ fn response_create_is_always_answered() {
 #[test]
 fn response_cancel_then_clear_gives_one_response_done() {
     let mut h = Harness::open("echo");
+    h.c.set_generation_pace(1.0);
     let (_, speak) = h.vad_turn(0, 2000);
     let (rid, _) = speak.unwrap();
     h.c.on_audio_progress(&rid, 800);

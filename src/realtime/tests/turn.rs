@@ -140,7 +140,9 @@ fn user_item_transcript_key_is_present_and_null_on_the_wire() {
 
 #[test]
 fn deltas_are_released_by_playback_progress() {
+    // At playback pace (a slow model, or Live); generation ahead is tested below.
     let mut h = Harness::open("echo");
+    h.c.set_generation_pace(1.0);
     let (_, speak) = h.vad_turn(0, 5000);
     let (rid, _) = speak.unwrap();
     // 5 words over 5 s: one word per second of audio played.
@@ -162,7 +164,9 @@ fn deltas_are_released_by_playback_progress() {
 
 #[test]
 fn barge_in_cancels_clears_and_truncates_to_what_was_played() {
+    // At playback pace the response is still being made when the caller speaks.
     let mut h = Harness::open("echo");
+    h.c.set_generation_pace(1.0);
     let (_, speak) = h.vad_turn(1000, 3400);
     let (rid, _) = speak.unwrap();
     let assistant_id = h.c.item_ids()[1].to_owned();
@@ -443,4 +447,112 @@ fn input_transcription_reports_honestly_and_updates_the_item() {
         got[0]["item"]["content"][0]["transcript"],
         "[speech, 2.4 s]"
     );
+}
+
+/// Generation runs ahead of playback, as the service's does: the whole transcript and a
+/// `completed` response arrive while the audio still plays, and a barge-in after that clears
+/// the buffer and truncates the item to what was heard, cancelling nothing.
+#[test]
+fn a_reply_completes_ahead_of_its_playout_and_a_barge_in_then_truncates_it() {
+    let mut h = Harness::open("echo");
+    let (_, speak) = h.vad_turn(0, 4000);
+    let (rid, _) = speak.unwrap();
+    let assistant_id = h.c.item_ids()[1].to_owned();
+    // 5 words over 4 s of audio, made 4 times faster than it plays.
+    h.c.on_audio_progress(&rid, 500);
+    assert_eq!(deltas(&h.frames()), "Echoing your");
+    h.c.on_audio_progress(&rid, 1000);
+    let frames = h.frames();
+    assert_eq!(deltas(&frames), " 4.0 second turn.");
+    let done = of_type(&frames, "response.done");
+    assert_eq!(done[0]["response"]["status"], "completed");
+    assert_eq!(
+        of_type(&frames, "response.output_audio_transcript.done")[0]["transcript"],
+        "Echoing your 4.0 second turn."
+    );
+    assert!(
+        of_type(&frames, "output_audio_buffer.stopped").is_empty(),
+        "the audio still plays: {:?}",
+        types(&frames)
+    );
+    // The playout goes on; a new response could start now (none is active).
+    h.c.on_audio_progress(&rid, 2000);
+    assert!(h.frames().is_empty());
+    assert!(h.c.active_response().is_none());
+
+    h.c.on_speech_started(5000);
+    let frames = h.frames();
+    assert_eq!(
+        types(&frames),
+        [
+            "input_audio_buffer.speech_started",
+            "output_audio_buffer.cleared",
+            "conversation.item.truncated",
+        ]
+    );
+    assert_eq!(frames[1]["response_id"], rid.as_str());
+    assert_eq!(frames[2]["item_id"], assistant_id.as_str());
+    assert_eq!(frames[2]["audio_end_ms"], 2000);
+    assert_eq!(
+        h.actions(),
+        [Action::StopAudio {
+            response_id: rid.clone()
+        }]
+    );
+    // What stays in the conversation is what was heard.
+    let stored = h.c.item(&assistant_id).unwrap();
+    assert_eq!(stored["content"][0]["transcript"], "Echoing your");
+    assert_eq!(stored["status"], "completed");
+    // The stopped playout's late end says nothing more.
+    h.c.on_audio_done(&rid);
+    assert!(h.frames().is_empty());
+}
+
+/// A playout that runs to its end is reported then; a response made meanwhile queues its
+/// audio behind it, and its `output_audio_buffer.started` waits for that end.
+#[test]
+fn a_playout_ends_with_stopped_and_the_next_reply_starts_after_it() {
+    let mut h = Harness::open("echo");
+    let (_, speak) = h.vad_turn(0, 2000);
+    let (first, _) = speak.unwrap();
+    h.c.on_audio_progress(&first, 600);
+    let frames = h.frames();
+    assert_eq!(of_type(&frames, "response.done").len(), 1);
+    // A second turn while the first still plays, with interruption off.
+    h.send(json!({"type": "session.update", "session": {"type": "realtime",
+        "audio": {"input": {"turn_detection": {"type": "server_vad", "interrupt_response": false}}}}}));
+    h.frames();
+    let (frames, speak) = h.vad_turn(2500, 3500);
+    let (second, _) = speak.expect("the next reply is made while the first plays");
+    assert!(
+        of_type(&frames, "output_audio_buffer.started").is_empty(),
+        "{:?}",
+        types(&frames)
+    );
+    h.c.on_audio_done(&first);
+    let frames = h.frames();
+    assert_eq!(
+        types(&frames),
+        ["output_audio_buffer.stopped", "output_audio_buffer.started"]
+    );
+    assert_eq!(frames[0]["response_id"], first.as_str());
+    assert_eq!(frames[1]["response_id"], second.as_str());
+}
+
+/// On a WebSocket the client plays the audio: the response follows what was sent, as before.
+#[test]
+fn a_websocket_reply_is_not_generated_ahead() {
+    let mut h = Harness::open("echo");
+    h.c.set_transport(crate::realtime::Transport::WebSocket);
+    let (_, speak) = h.vad_turn(0, 4000);
+    let (rid, _) = speak.unwrap();
+    h.c.on_audio_progress(&rid, 1000);
+    let frames = h.frames();
+    assert!(
+        of_type(&frames, "response.done").is_empty(),
+        "{:?}",
+        types(&frames)
+    );
+    h.c.on_audio_done(&rid);
+    assert_eq!(of_type(&h.frames(), "response.done").len(), 1);
 }
