@@ -55,6 +55,9 @@ pub struct Player {
     t0: Option<Instant>,
     /// How far ahead of real time the stream runs (the priming frames).
     lead: Duration,
+    /// Media seconds released per second: 1 plays in real time; more sends audio as fast as a
+    /// model makes it, for a client that plays it itself (see [`Player::set_pace`]).
+    pace: f64,
     stopped: bool,
 }
 
@@ -129,6 +132,7 @@ impl Player {
             sent_samples: 0,
             t0: None,
             lead: Duration::ZERO,
+            pace: 1.0,
             stopped: false,
         };
         p.lead = p.ticks_to_duration(lead_samples);
@@ -143,6 +147,12 @@ impl Player {
         &self.response_id
     }
 
+    /// Releases `pace` seconds of audio per second (at least real time): a WebSocket client
+    /// plays the audio itself, so it is sent as fast as the model makes it.
+    pub fn set_pace(&mut self, pace: f64) {
+        self.pace = pace.max(1.0);
+    }
+
     /// When the next frame is due; `None` when nothing is left, and before the first
     /// [`next_frame`](Self::next_frame) call (the first frame is due at once: poll right away).
     pub fn next_deadline(&self) -> Option<Instant> {
@@ -151,7 +161,7 @@ impl Player {
         }
         let t0 = self.t0?;
         Some(
-            (t0 + self.ticks_to_duration(self.sent_samples))
+            (t0 + self.ticks_to_duration(self.sent_samples).div_f64(self.pace))
                 .checked_sub(self.lead)
                 .unwrap_or(t0)
                 .max(t0),
@@ -296,6 +306,23 @@ mod tests {
         assert_eq!(p.played_ms(), 1020);
         assert_eq!(p.next_deadline(), None);
         assert_eq!(p.next_frame(t0 + Duration::from_secs(5)), None);
+    }
+
+    #[test]
+    fn a_faster_pace_releases_the_same_frames_sooner() {
+        let pcm: Vec<i16> = vec![1000; 48_000];
+        let mut p = Player::from_pcm("resp_1", pcm, Codec::Opus);
+        p.set_pace(4.0);
+        let t0 = Instant::now();
+        let sent = drive(&mut p, t0, MS, Duration::from_secs(2));
+        assert_eq!(sent.len(), 50, "the same 20 ms frames");
+        let last = sent.last().unwrap().0;
+        // 49 frames after the first at 5 ms each, less the priming burst's 40 ms lead.
+        assert!(
+            (190..=250).contains(&last),
+            "1 s of audio at 4x, last frame at {last} ms"
+        );
+        assert_eq!(p.played_ms(), 1000);
     }
 
     #[test]

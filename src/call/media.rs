@@ -203,6 +203,8 @@ pub struct Voice {
     speech_end_at: Option<Instant>,
     last_sent_at: Option<Instant>,
     first_frame_pending: bool,
+    /// Seconds of audio sent per second (see `Conversation::send_pace`).
+    send_pace: f64,
     pub timings: VoiceTimings,
 }
 
@@ -325,6 +327,9 @@ impl Media {
         if kind.is_frame_level() != matches!(self, Media::Frames(_)) {
             *self = Media::for_stream(&kind, self.codec(), self.output_codec());
         }
+        if let Media::Voice(v) = self {
+            v.send_pace = conv.send_pace();
+        }
         if let (Media::Voice(v), Some(td)) = (self, conv.turn_detection()) {
             let cfg = VadConfig {
                 threshold: td.threshold,
@@ -362,6 +367,7 @@ impl Voice {
             speech_end_at: None,
             last_sent_at: None,
             first_frame_pending: false,
+            send_pace: 1.0,
             timings: VoiceTimings::default(),
         }
     }
@@ -504,7 +510,8 @@ impl Voice {
 
     /// Plays `player` from `play_at`, or after the one still playing: a response that
     /// completed ahead of its playout is heard to the end unless it is stopped.
-    fn start(&mut self, player: Player, play_at: Instant) {
+    fn start(&mut self, mut player: Player, play_at: Instant) {
+        player.set_pace(self.send_pace);
         // Queued even behind a player that has just run out: its end is still to be reported
         // (see `next_audio`).
         if self.player.is_some() {

@@ -138,6 +138,14 @@ impl Call {
         }
     }
 
+    /// How far ahead of real time replies are made (see `realtime::GENERATION_PACE`); the
+    /// media side follows it on a WebSocket, where the audio is sent as fast as it is made.
+    pub fn set_generation_pace(&mut self, pace: f64) {
+        let conv = self.engine.conversation();
+        conv.set_generation_pace(pace);
+        self.media.configure(conv);
+    }
+
     /// Keeps both directions' audio from now on, as decoded 24 kHz PCM (see [`recording`]).
     pub fn start_recording(&mut self) {
         let (input, output) = (self.media.codec(), self.media.output_codec());

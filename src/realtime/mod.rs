@@ -206,6 +206,16 @@ impl Conversation {
         self.generation_pace = pace;
     }
 
+    /// How fast the media side sends a reply's audio, in seconds of audio per second: on a
+    /// WebSocket, where the client plays it, as fast as it is made; on WebRTC, where the
+    /// server plays it, in real time.
+    pub fn send_pace(&self) -> f64 {
+        match self.transport {
+            Transport::WebSocket => self.generation_pace.max(1.0),
+            Transport::WebRtc => 1.0,
+        }
+    }
+
     /// Makes this a transcription session (see [`SessionType`]): transcription on by default,
     /// responses never started. Set before the first event.
     pub fn set_transcription_only(&mut self) {

@@ -384,10 +384,52 @@ mod tests {
         );
     }
 
+    /// The client plays a WebSocket reply itself, so its audio goes out as fast as it is made
+    /// (the generation pace): the whole echo and `response.done` well before it could have
+    /// played, each delta still 20 ms of audio.
+    #[test]
+    fn a_reply_is_sent_as_fast_as_it_is_made() {
+        let request = echo_request();
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let speech = speech_24k();
+        let mut now = Instant::now();
+        let mut events = Vec::new();
+        drain(&mut s, &mut events);
+        for chunk in speech.chunks(4800).chain(vec![0u8; 48_000].chunks(4800)) {
+            s.on_client_text(now, &append(chunk));
+            let next = now + Duration::from_millis(100);
+            run_until(&mut s, &mut now, next, &mut events);
+            if events.iter().any(|e| e["type"] == "response.created") {
+                break;
+            }
+        }
+        let started = now;
+        let end = now + Duration::from_secs(6);
+        let mut done_at = None;
+        while now < end && done_at.is_none() {
+            let next = now + Duration::from_millis(10);
+            run_until(&mut s, &mut now, next, &mut events);
+            if events.iter().any(|e| e["type"] == "response.done") {
+                done_at = Some(now);
+            }
+        }
+        let took = done_at.expect("the reply completed") - started;
+        let audio_ms = audio_bytes(&events) as u64 / 48;
+        let pace = crate::realtime::GENERATION_PACE;
+        assert!(audio_ms > 1000, "an echo of {audio_ms} ms");
+        assert!(
+            took.as_millis() as f64 <= audio_ms as f64 / pace + 150.0,
+            "{audio_ms} ms of audio took {took:?} to send at {pace}x"
+        );
+    }
+
+    /// At playback pace (a slow model), speech while the echo is still being sent cancels it;
+    /// the server never truncates on a WebSocket, the client does from its playback clock.
     #[test]
     fn barge_in_cancels_and_leaves_truncation_to_the_client() {
         let request = echo_request();
         let mut s = WsSession::new("sess_test".into(), &request, 0);
+        s.call.set_generation_pace(1.0);
         let speech = speech_24k();
         let mut events = spoken_turn(&mut s, &speech, 48);
         assert!(events.iter().any(|e| e["type"] == "response.done"));
