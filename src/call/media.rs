@@ -153,6 +153,8 @@ impl JobFailure {
 #[derive(Debug)]
 struct AwaitingJob {
     response_id: String,
+    /// What its speech is encoded in.
+    codec: Codec,
     /// When its audio may start (the plan's delay after the response began).
     play_at: Instant,
     _cancel: tts::CancelOnDrop,
@@ -419,6 +421,8 @@ impl Voice {
                 response_id,
                 reply,
                 delay_ms,
+                voice,
+                codec,
                 ..
             } => match reply {
                 Reply::EchoInput {
@@ -434,11 +438,12 @@ impl Voice {
                         conv.on_audio_done(&response_id);
                     } else {
                         let play_at = now + Duration::from_millis(delay_ms);
-                        let player = if self.out_codec == self.codec {
+                        let out = codec.unwrap_or(self.out_codec);
+                        let player = if out == self.codec {
                             Player::from_frames(response_id, frames, self.codec)
                         } else {
                             let pcm = transcode_input(self.codec, &frames);
-                            Player::from_pcm(response_id, pcm, self.out_codec)
+                            Player::from_pcm(response_id, pcm, out)
                         };
                         self.start(player, play_at);
                     }
@@ -449,6 +454,7 @@ impl Voice {
                     // Replacing a still-awaited response (never expected) cancels it.
                     self.awaiting_job = Some(AwaitingJob {
                         response_id: response_id.clone(),
+                        codec: codec.unwrap_or(self.out_codec),
                         play_at: now + Duration::from_millis(delay_ms),
                         _cancel: tts::CancelOnDrop(cancel.clone()),
                     });
@@ -456,7 +462,7 @@ impl Voice {
                         response_id,
                         work: Work::Synthesize {
                             text,
-                            voice: conv.voice().to_owned(),
+                            voice,
                             speed: conv.config().audio.output.speed,
                         },
                         cancel,
@@ -536,7 +542,10 @@ impl Voice {
         if !self.awaiting(response_id) {
             return; // stopped while the job ran
         }
-        let play_at = self.awaiting_job.take().map_or(now, |a| a.play_at);
+        let (play_at, codec) = self
+            .awaiting_job
+            .take()
+            .map_or((now, self.out_codec), |a| (a.play_at, a.codec));
         let speech = match done.result {
             Ok(JobOutput::Speech(speech)) => speech,
             Ok(JobOutput::Mcp(_)) => return,
@@ -548,7 +557,7 @@ impl Voice {
         }
         conv.on_audio_length(response_id, speech.duration_ms());
         self.start(
-            Player::from_pcm(response_id, speech.pcm48k, self.out_codec),
+            Player::from_pcm(response_id, speech.pcm48k, codec),
             play_at.max(now),
         );
     }

@@ -391,6 +391,7 @@ impl Conversation {
             instructions: p.instructions,
             text_only: p.output_modalities.map(|m| m == [Modality::Text]),
             voice: output.voice.map(|v| v.name().to_owned()),
+            format: output.format,
             metadata: p.metadata,
             max_output_tokens: p.max_output_tokens,
             out_of_band: p.conversation == Some(ConversationMode::None),

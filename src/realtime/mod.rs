@@ -77,6 +77,11 @@ pub enum Action {
         reply: Reply,
         /// Silence before the audio starts (a scripted slow model); 0 for the stubs.
         delay_ms: u64,
+        /// The voice a text reply is spoken in: the response's, else the session's.
+        voice: String,
+        /// On a WebSocket, this response's codec when `response.create` asked for another
+        /// `audio.output.format` than the session's; `None` keeps the session's.
+        codec: Option<crate::audio::Codec>,
     },
     /// Stop this response's outgoing audio immediately (cancel, output_audio_buffer.clear,
     /// barge-in). A later `on_audio_done` for it is ignored.

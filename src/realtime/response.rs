@@ -36,6 +36,8 @@ pub(super) struct ResponseRequest {
     pub instructions: Option<String>,
     pub text_only: Option<bool>,
     pub voice: Option<String>,
+    /// `audio.output.format` for this response only (the session's otherwise).
+    pub format: Option<super::session_config::AudioFormat>,
     pub metadata: Option<serde_json::Map<String, Value>>,
     pub max_output_tokens: Option<super::session_config::MaxTokens>,
     /// `conversation: "none"`: an out-of-band response whose item is not added.
@@ -84,6 +86,11 @@ pub(super) struct ActiveResponse {
     /// `total_ms` is the real length (echo, or reported), not the per-word estimate.
     pub length_known: bool,
     pub played_ms: u64,
+    /// The voice it speaks in: the request's, else the session's.
+    pub voice: String,
+    /// On a WebSocket, its audio's codec when the request chose another format than the
+    /// session's (see `Action::Speak`).
+    pub codec: Option<crate::audio::Codec>,
     /// Its audio made so far: on WebRTC the model runs ahead of playback (`played_ms` times
     /// the conversation's generation pace), on a WebSocket what was sent. The transcript
     /// follows it, not playback.

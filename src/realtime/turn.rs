@@ -188,6 +188,7 @@ impl Conversation {
             return;
         };
         let (id, item_id, audio, message) = (r.id.clone(), r.item_id.clone(), r.audio, r.message);
+        let (voice, codec) = (r.voice.clone(), r.codec);
         let (in_conversation, output_index) = (r.in_conversation, r.message_index);
         if message {
             let (at, part) = (r.locator(), r.part(""));
@@ -215,6 +216,8 @@ impl Conversation {
                 item_id,
                 reply,
                 delay_ms,
+                voice,
+                codec,
             });
             // Behind a finished response still playing, its audio waits its turn, and so
             // does its `output_audio_buffer.started`.
@@ -368,7 +371,11 @@ impl Conversation {
                 arguments: c.arguments,
             })
             .collect();
-        let format = self.config.audio.output.format;
+        let session_format = self.config.audio.output.format;
+        let format = req.format.unwrap_or(session_format);
+        // Only a WebSocket carries audio in a format: WebRTC's RTP codec is the call's.
+        let codec = (self.transport == super::Transport::WebSocket && format != session_format)
+            .then(|| format.codec());
         let voice = req.voice.clone().unwrap_or_else(|| self.voice().to_owned());
         let shell = json!({
             "id": id,
@@ -399,6 +406,8 @@ impl Conversation {
             total_ms,
             length_known,
             played_ms: 0,
+            voice: voice.clone(),
+            codec,
             generated_ms: 0,
             shell,
             input_tokens,

@@ -384,6 +384,71 @@ mod tests {
         );
     }
 
+    /// `response.create` may ask for another output format than the session's: that response's
+    /// audio comes in it (G.711: 160 bytes per 20 ms, not 960), and the next one is back in the
+    /// session's.
+    #[test]
+    fn a_response_speaks_in_its_own_format() {
+        use crate::audio::tts::{self, CancelToken, Synth};
+        use crate::call::media::{JobOutput, Work};
+        let request = SessionRequest::Realtime {
+            model: crate::model::ModelKind::Tts,
+            session: None,
+        };
+        let mut s = WsSession::new("sess_test".into(), &request, 0);
+        let mut now = Instant::now();
+        drain(&mut s, &mut Vec::new());
+        let ask = |format: Option<&str>| {
+            let mut r = json!({"type": "response.create",
+                               "response": {"instructions": "Hello there."}});
+            if let Some(f) = format {
+                r["response"]["audio"] = json!({"output": {"format": {"type": f}}});
+            }
+            r.to_string()
+        };
+        let mut sizes = Vec::new();
+        for format in [Some("audio/pcmu"), None] {
+            let mut out = Vec::new();
+            s.on_client_text(now, &ask(format));
+            // The speech job, run here as the host would run it.
+            for job in s.take_jobs() {
+                let Work::Synthesize { text, voice, speed } = job.work else {
+                    panic!("a speech job");
+                };
+                let never = CancelToken::new();
+                let speech =
+                    tts::synthesize_with(&text, &voice, speed, Synth::Shipped, &never).unwrap();
+                let result = Ok(JobOutput::Speech(speech));
+                let response_id = job.response_id;
+                s.on_job_done(
+                    now,
+                    JobDone {
+                        response_id,
+                        result,
+                    },
+                );
+            }
+            let end = now + Duration::from_secs(5);
+            run_until(&mut s, &mut now, end, &mut out);
+            let done = out.iter().find(|e| e["type"] == "response.done").unwrap();
+            let said = &done["response"]["audio"]["output"]["format"]["type"];
+            assert_eq!(said, format.unwrap_or("audio/pcm"), "{done}");
+            let delta = out
+                .iter()
+                .find(|e| e["type"] == "response.output_audio.delta")
+                .unwrap();
+            let bytes = base64::engine::general_purpose::STANDARD
+                .decode(delta["delta"].as_str().unwrap())
+                .unwrap();
+            sizes.push(bytes.len());
+        }
+        assert_eq!(
+            sizes,
+            [160, 960],
+            "a 20 ms delta in G.711, then in PCM16 at 24 kHz"
+        );
+    }
+
     /// The client plays a WebSocket reply itself, so its audio goes out as fast as it is made
     /// (the generation pace): the whole echo and `response.done` well before it could have
     /// played, each delta still 20 ms of audio.

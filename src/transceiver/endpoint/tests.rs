@@ -695,14 +695,16 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         net.peers[a].0.send_event(
             now,
             json!({"type": "response.create", "event_id": format!("c{n}"),
-                   "response": {"instructions": text}}),
+                   "response": {"instructions": text, "audio": {"output": {"voice": "coral"}}}}),
         );
         net.run(Duration::from_millis(50));
         assert_eq!(net.synthesis.len(), 1, "one job per spoken response");
         let s = net.synthesis.pop().unwrap();
         assert_eq!(s.call_id, call_id);
         let Work::Synthesize {
-            text: asked, speed, ..
+            text: asked,
+            speed,
+            voice,
         } = &s.job.work
         else {
             panic!("a speech job: {:?}", s.job.work);
@@ -711,6 +713,10 @@ fn a_refused_synthesis_fails_its_response_and_stopped_responses_cancel_theirs() 
         assert_eq!(
             *speed, 1.25,
             "the session's audio.output.speed reaches the synthesizer"
+        );
+        assert_eq!(
+            voice, "coral",
+            "the response's voice reaches the synthesizer"
         );
         assert!(!s.job.cancel.is_cancelled());
         s
