@@ -17,7 +17,7 @@ use super::session_config::{
     AudioFormat, MaxTokens, Modality, SessionUpdate, Voice, check_format, check_max_tokens,
     check_modalities,
 };
-use super::session_limits::check_update_size;
+use super::session_limits::{check_session, check_update_size};
 use super::{Action, Conversation, SessionType, Transport, input::Pending};
 use crate::model::{self, ModelKind};
 
@@ -37,7 +37,9 @@ impl Conversation {
             None => Err(ClientError::missing("type")),
         };
         let result = event.and_then(|event| {
-            if let RealtimeClientEvent::SessionUpdate(_) = event {
+            if let RealtimeClientEvent::SessionUpdate(_) = event
+                && self.transport == super::Transport::WebRtc
+            {
                 check_update_size(text.len())?;
             }
             self.dispatch(event)
@@ -122,6 +124,11 @@ impl Conversation {
         let update = SessionUpdate::decode(update)?;
         let named = update.model.clone();
         let next = self.config.updated(update, self.audio_produced)?;
+        // The size bounds come from the data channel's message size: a WebSocket carries
+        // messages of up to 16 MiB, so its sessions are not held to them.
+        if self.transport == super::Transport::WebRtc {
+            check_session(&next.instructions, &next.tools, &next)?;
+        }
         let switch_to = match named.as_deref().map(ModelKind::parse) {
             Some(Err(e)) => return Err(ClientError::invalid("session.model", e)),
             Some(Ok(Some(kind))) if kind != self.model.kind() => {

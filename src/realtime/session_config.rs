@@ -11,7 +11,8 @@
 //! Fields the engine does not act on (`prompt`, `reasoning`, `tracing`'s object) are kept as
 //! the client sent them, for the round trip. The one open object is `turn_detection`, whose
 //! unknown keys the SDK passes through (`model_version`); they are kept in its `extra`, bounded
-//! by the whole-session limit of [`super::session_limits`].
+//! on WebRTC by the whole-session limit of [`super::session_limits`] (a WebSocket message
+//! may be 16 MiB).
 
 use serde::de::{Deserializer, IgnoredAny};
 use serde::{Deserialize, Serialize};
@@ -20,7 +21,6 @@ use serde_json::{Map, Value};
 use super::SessionType;
 use super::client_event::decode_at;
 use super::events::ClientError;
-use super::session_limits::check_session;
 use crate::audio::codec::Codec;
 use crate::model::tools::{Tool, ToolChoice};
 
@@ -442,7 +442,6 @@ impl SessionConfig {
             }
         }
         next.validate()?;
-        check_session(&next.instructions, &next.tools, &next)?;
         if voice_locked && self.audio.output.voice != next.audio.output.voice {
             return Err(ClientError::new(
                 "cannot_update_voice",

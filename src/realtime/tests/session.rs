@@ -385,6 +385,23 @@ fn unknown_keys_are_refused_whole_and_never_stored() {
     );
 }
 
+/// The size bounds are the data channel's: a WebSocket session takes more tools, larger tools,
+/// longer instructions and a larger update than one message of the channel holds.
+#[test]
+fn a_websocket_session_is_not_held_to_the_data_channel_bounds() {
+    let mut h = Harness::open("echo");
+    h.c.set_transport(crate::realtime::Transport::WebSocket);
+    let tool = |name: &str, bytes: usize| json!({"type": "function", "name": name, "description": "d".repeat(bytes), "parameters": {}});
+    let tools: Vec<_> = (0..=MAX_TOOLS)
+        .map(|i| tool(&format!("f{i}"), MAX_TOOL_BYTES))
+        .collect();
+    let session = json!({"type": "realtime", "tools": tools,
+                         "instructions": "x".repeat(MAX_SESSION_UPDATE_BYTES)});
+    let out = h.send(json!({"type": "session.update", "session": session}));
+    assert_eq!(types(&out), ["session.updated"]);
+    assert_eq!(h.c.config().tools.len(), MAX_TOOLS + 1);
+}
+
 /// Each bound refuses the update whole, naming its limit; the session goes on unchanged.
 #[test]
 fn oversize_updates_are_refused_naming_the_limit() {
