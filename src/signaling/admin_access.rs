@@ -39,7 +39,13 @@ pub(super) async fn guard(State(access): State<AdminAccess>, req: Request, next:
     }
 }
 
-fn check(access: &AdminAccess, h: &HeaderMap, peer: Option<SocketAddr>) -> Result<(), ApiError> {
+/// The guard's decision, for an admin action reached through another route (the
+/// `relay_restart` fault).
+pub(super) fn check(
+    access: &AdminAccess,
+    h: &HeaderMap,
+    peer: Option<SocketAddr>,
+) -> Result<(), ApiError> {
     let host = h
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())

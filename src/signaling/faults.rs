@@ -3,10 +3,15 @@
 //! browser. Signaling checks the request and who asks (as hang-up does), then hands the fault
 //! to the call's transceiver through the control API; where faults apply and why is in
 //! [`crate::transceiver::faults`]. `relay_restart` is the one fault that is not the call's: it
-//! restarts the relay every call shares, through the dev-only admin action.
+//! restarts the relay every call shares, so it is the dev-only admin action, behind the admin
+//! guard as `/admin/actions/restart-relay` is (this machine only, never another web origin, or
+//! the admin token): owning a call is not enough to disrupt everyone else's.
 
+use std::net::SocketAddr;
+
+use axum::Extension;
 use axum::Json;
-use axum::extract::{Path, State};
+use axum::extract::{ConnectInfo, Path, State};
 use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
@@ -19,6 +24,7 @@ use crate::transceiver::{CallCommand, CallReply};
 pub(super) async fn inject(
     State(sig): State<Signaling>,
     Path(id): Path<String>,
+    peer: Option<Extension<ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -37,6 +43,8 @@ pub(super) async fn inject(
     let (state, extra) = match req {
         Requested::Call(fault) => (apply(&call, fault).await?, None),
         Requested::RelayRestart => {
+            let peer = peer.map(|Extension(ConnectInfo(p))| p);
+            super::admin_access::check(&sig.admin_access, &headers, peer)?;
             // The call must be live for its owner to restart what it runs through.
             let state = apply(&call, Fault::Status).await?;
             let relay = super::admin::run_action(&sig, "restart-relay".into()).await?;

@@ -51,6 +51,17 @@ pub async fn http_with_headers(
     request(method, addr, path, "text/plain", b"", None, headers).await
 }
 
+/// A POST with extra headers (an `Origin`, say).
+pub async fn http_post_with_headers(
+    addr: SocketAddr,
+    path: &str,
+    content_type: &str,
+    body: &[u8],
+    headers: &[(&str, &str)],
+) -> HttpResponse {
+    request("POST", addr, path, content_type, body, None, headers).await
+}
+
 pub async fn http_patch(
     addr: SocketAddr,
     path: &str,

@@ -13,8 +13,8 @@ mod stun;
 
 pub use client::{Client, max_gap, response_types};
 pub use http::{
-    HttpResponse, http_get, http_get_bytes, http_patch, http_post, http_post_auth, http_request,
-    http_with_headers, mint_key,
+    HttpResponse, http_get, http_get_bytes, http_patch, http_post, http_post_auth,
+    http_post_with_headers, http_request, http_with_headers, mint_key,
 };
 pub use nat::Nat;
 pub use offers::{CLIENT_PWD, CLIENT_UFRAG, chromium_like_offer};

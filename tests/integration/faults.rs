@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{Client, http_get, http_post, http_request, start_local};
+use common::{Client, http_get, http_post, http_post_with_headers, http_request, start_local};
 use serde_json::{Value, json};
 use tokio::time::Instant;
 use voice_edge::allinone::{AllInOneConfig, Running};
@@ -473,6 +473,19 @@ async fn refusals_and_the_relay_restart() {
     })
     .await;
     c = connected(&server).await;
+    // Owning a call does not make a web page an admin: from another origin the restart is
+    // refused as /admin/actions refuses it.
+    let r = http_post_with_headers(
+        server.http_addr,
+        &faults_path(&c),
+        "application/json",
+        br#"{"type":"relay_restart"}"#,
+        &[("Origin", "http://evil.example")],
+    )
+    .await;
+    assert_eq!(r.status, 403, "{}", r.body);
+    let v: Value = serde_json::from_str(&r.body).unwrap();
+    assert_eq!(v["error"]["code"], "admin_forbidden");
     let mut p = Prober { seq: 0 };
     let v = fault(&server, &c, json!({"type": "relay_restart"})).await;
     assert_eq!(v["applied"], "relay_restart");
