@@ -35,8 +35,9 @@ pub enum Engine {
 }
 
 impl Engine {
-    /// `call_id` names the call; the session id derives from it (`sess_…`, or `live_…`
-    /// which is the call's own id).
+    /// `call_id` names the call. A Realtime session's id is random (`sess_…`: it is printed
+    /// everywhere, and must not carry the call id, which is a capability); a Live session's
+    /// is the call's own id (`live_…`), as the Live API names its sessions.
     pub fn new(call_id: &str, setup: CallSetup, expires_at: u64) -> Engine {
         match setup.live {
             Some(start) => Engine::Live(Box::new(LiveSession::new(
@@ -47,8 +48,11 @@ impl Engine {
                 crate::realtime::Transport::WebRtc,
             ))),
             None => {
-                let routing = call_id.split_once('_').map_or(call_id, |(_, r)| r);
-                let mut conv = Conversation::new(format!("sess_{routing}"), &setup.model);
+                // Random, not the call id's hex: the session id is printed in every
+                // session.created, event export and app log, and the call id is what grants
+                // the call's events, faults, sidebands and hang-up.
+                let random = hex::encode(rand::random::<[u8; 12]>());
+                let mut conv = Conversation::new(format!("sess_{random}"), &setup.model);
                 conv.set_expires_at(expires_at);
                 if let Some(session) = &setup.session {
                     crate::realtime::connect_session::start_checked(&mut conv, session, call_id);

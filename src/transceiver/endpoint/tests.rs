@@ -425,6 +425,15 @@ fn a_call_connects_and_echoes_in_virtual_time() {
     let st = net.ep.stats();
     assert_eq!(st.answer_to_dtls.counts.iter().sum::<u64>(), 1);
     assert!(net.stray.is_empty(), "{:?}", net.stray);
+    // The session and conversation ids, printed in every session.created, say nothing of the
+    // call id, which grants the call's events, faults and hang-up.
+    let created = net.peers[a].0.events_of("session.created")[0].clone();
+    let (session, call_id) = (created["session"]["id"].as_str().unwrap(), &net.peers[a].2);
+    let hex = call_id.split_once('_').unwrap().1;
+    assert!(
+        session.starts_with("sess_") && !session.contains(hex),
+        "{session} {call_id}"
+    );
 }
 
 #[test]
