@@ -424,51 +424,53 @@ impl Voice {
                 voice,
                 codec,
                 ..
-            } => match reply {
-                Reply::EchoInput {
-                    audio_start_ms,
-                    audio_end_ms,
-                    ..
-                } => {
-                    let frames = self
-                        .listener
-                        .buffer
-                        .frames_between(audio_start_ms, audio_end_ms);
-                    if frames.is_empty() {
-                        conv.on_audio_done(&response_id);
-                    } else {
-                        let play_at = now + Duration::from_millis(delay_ms);
-                        let out = codec.unwrap_or(self.out_codec);
-                        let player = if out == self.codec {
-                            Player::from_frames(response_id, frames, self.codec)
+            } => {
+                let out = codec.unwrap_or(self.out_codec);
+                match reply {
+                    Reply::EchoInput {
+                        audio_start_ms,
+                        audio_end_ms,
+                        ..
+                    } => {
+                        let frames = self
+                            .listener
+                            .buffer
+                            .frames_between(audio_start_ms, audio_end_ms);
+                        if frames.is_empty() {
+                            conv.on_audio_done(&response_id);
                         } else {
-                            let pcm = transcode_input(self.codec, &frames);
-                            Player::from_pcm(response_id, pcm, out)
-                        };
-                        self.start(player, play_at);
+                            let play_at = now + Duration::from_millis(delay_ms);
+                            let player = if out == self.codec {
+                                Player::from_frames(response_id, frames, self.codec)
+                            } else {
+                                let pcm = transcode_input(self.codec, &frames);
+                                Player::from_pcm(response_id, pcm, out)
+                            };
+                            self.start(player, play_at);
+                        }
+                        None
                     }
-                    None
+                    Reply::Text { text } => {
+                        let cancel = tts::CancelToken::new();
+                        // Replacing a still-awaited response (never expected) cancels it.
+                        self.awaiting_job = Some(AwaitingJob {
+                            response_id: response_id.clone(),
+                            codec: out,
+                            play_at: now + Duration::from_millis(delay_ms),
+                            _cancel: tts::CancelOnDrop(cancel.clone()),
+                        });
+                        Some(Job {
+                            response_id,
+                            work: Work::Synthesize {
+                                text,
+                                voice,
+                                speed: conv.config().audio.output.speed,
+                            },
+                            cancel,
+                        })
+                    }
                 }
-                Reply::Text { text } => {
-                    let cancel = tts::CancelToken::new();
-                    // Replacing a still-awaited response (never expected) cancels it.
-                    self.awaiting_job = Some(AwaitingJob {
-                        response_id: response_id.clone(),
-                        codec: codec.unwrap_or(self.out_codec),
-                        play_at: now + Duration::from_millis(delay_ms),
-                        _cancel: tts::CancelOnDrop(cancel.clone()),
-                    });
-                    Some(Job {
-                        response_id,
-                        work: Work::Synthesize {
-                            text,
-                            voice,
-                            speed: conv.config().audio.output.speed,
-                        },
-                        cancel,
-                    })
-                }
-            },
+            }
             Action::StopAudio { response_id } => {
                 if self.awaiting(&response_id) {
                     self.awaiting_job = None; // cancels its job
@@ -482,10 +484,7 @@ impl Voice {
                     && p.response_id() == response_id
                 {
                     p.stop();
-                    self.player = None;
-                    if let Some((next, play_at)) = self.queued.take() {
-                        self.start(next, play_at.max(now));
-                    }
+                    self.player_gone(now);
                     if let (Some(onset), Some(last)) = (self.onset_at, self.last_sent_at) {
                         self.timings.barge_in_ms =
                             Some(last.saturating_duration_since(onset).as_millis() as u64);
@@ -529,6 +528,14 @@ impl Voice {
         self.player = Some(player);
         self.hold_until = Some(play_at);
         self.first_frame_pending = true;
+    }
+
+    /// The player ran out or was stopped: what was queued behind it plays next.
+    fn player_gone(&mut self, now: Instant) {
+        self.player = None;
+        if let Some((next, play_at)) = self.queued.take() {
+            self.start(next, play_at.max(now));
+        }
     }
 
     fn awaiting(&self, response_id: &str) -> bool {
@@ -584,10 +591,7 @@ impl Voice {
         }
         if p.is_done() {
             let rid = p.response_id().to_owned();
-            self.player = None;
-            if let Some((next, play_at)) = self.queued.take() {
-                self.start(next, play_at.max(now));
-            }
+            self.player_gone(now);
             conv.on_audio_done(&rid);
         }
         None

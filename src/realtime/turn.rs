@@ -65,10 +65,11 @@ impl Conversation {
             return;
         };
         r.played_ms = r.played_ms.max(played_ms);
-        let generated = (r.played_ms as f64 * pace) as u64;
-        r.generated_ms = r
-            .generated_ms
-            .max(generated.min(r.total_ms.max(r.played_ms)));
+        // Made at `pace` times what played, never past the whole reply nor behind playback.
+        let generated = ((r.played_ms as f64 * pace) as u64)
+            .min(r.total_ms)
+            .max(r.played_ms);
+        r.generated_ms = r.generated_ms.max(generated);
         let made = ahead && r.length_known && r.generated_ms >= r.total_ms;
         self.send_due_deltas(false);
         if made {
@@ -133,12 +134,7 @@ impl Conversation {
             self.emit_output_buffer(E::OutputBufferStopped {
                 response_id: Some(response_id.to_owned()),
             });
-            // The next response's audio was queued behind this one: it plays now.
-            if let Some(next) = self.buffer_waiting.take() {
-                self.emit_output_buffer(E::OutputBufferStarted {
-                    response_id: Some(next),
-                });
-            }
+            self.start_waiting_buffer();
         }
     }
 
@@ -644,13 +640,18 @@ impl Conversation {
             // The item may have been deleted meanwhile; then there is nothing to truncate.
             let _ = self.truncate_item(&p.item_id, 0, p.played_ms);
         }
-        // What was queued behind it plays now.
+        self.start_waiting_buffer();
+        true
+    }
+
+    /// The playout ended or was cleared: the response whose audio was queued behind it plays
+    /// now, and its `output_audio_buffer.started` goes out.
+    fn start_waiting_buffer(&mut self) {
         if let Some(next) = self.buffer_waiting.take() {
             self.emit_output_buffer(E::OutputBufferStarted {
                 response_id: Some(next),
             });
         }
-        true
     }
 
     /// Starts a VAD turn's response that had to wait for the previous one.

@@ -222,7 +222,6 @@ impl Endpoint {
         self.housekeeping(now);
     }
 
-    /// Ends a call (the client is told: DTLS close_notify); false when it is not here.
     /// Runs a per-call operation: the one place a [`CallCommand`] meets the method that does
     /// it. `None` when the call is not here. Recordings are read from the shared store, never
     /// from an endpoint (the handle answers them); faults are the fault layer's.
@@ -247,6 +246,7 @@ impl Endpoint {
         })
     }
 
+    /// Ends a call (the client is told: DTLS close_notify); false when it is not here.
     pub fn hangup(&mut self, now: Instant, call_id: &str) -> bool {
         let key = self.by_call.get(call_id).copied();
         if let Some(k) = key {
