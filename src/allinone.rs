@@ -34,6 +34,9 @@ pub struct AllInOneConfig {
     /// HTTP address for signaling, the demo page and admin endpoints (loopback: this machine only).
     #[arg(long, env = "VOICE_EDGE_HTTP", default_value = "127.0.0.1:8080")]
     pub http: SocketAddr,
+    /// Where calls for a model that is not a stub go (the binary's `--upstream`).
+    #[arg(skip)]
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
     // With a global relay, this is the first cluster's relay; the global one binds `global_relay`.
     /// Where the relay's public UDP socket binds: `auto[:PORT]` is this machine's primary
     /// non-loopback address (which every browser, Firefox included, and LAN devices reach; loopback
@@ -308,7 +311,8 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
             cfg.require_keys,
             cfg.api_keys.clone(),
         ))
-        .with_call_limits(cfg.call_limits);
+        .with_call_limits(cfg.call_limits)
+        .with_upstream(cfg.upstream.clone());
     let lan = if cfg.lan.enabled {
         Some(
             start_https(
@@ -570,6 +574,7 @@ fn start_transceivers(
                 capacity: cfg.capacity,
                 // Its relays are in this process, on loopback (`INTERNAL`).
                 link_sources: LinkSources::loopback(),
+                upstream: cfg.upstream.clone(),
             },
             local_links.clone(),
         )?;

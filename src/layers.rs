@@ -25,7 +25,7 @@ const FLOORS: &[&[&str]] = &[
     &["audio", "routing", "http_server"],
     // The protocols (sans-I/O), the relay, and the process-wide helpers they share.
     &["realtime", "relay", "ops", "https", "sdp_offer"],
-    &["live"],
+    &["live", "upstream"],
     // A call apart from its transport, then its two transports.
     &["call"],
     &["websocket"],

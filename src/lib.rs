@@ -73,6 +73,10 @@ pub mod realtime;
 // model-owned turns, delegation and timeline transcripts reuse its media and models.
 pub mod live;
 
+// A real model behind the edge: each call bridged to an upstream Realtime WebSocket (OpenAI, or
+// a local server speaking the protocol), with the edge's playout making what only WebRTC has.
+pub mod upstream;
+
 // What the stub models hear and say: Opus in and out, server VAD, text to speech and paced
 // playback; the media half of a conversation, again without sockets or clocks.
 pub mod audio;

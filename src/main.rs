@@ -33,6 +33,48 @@ struct Cli {
         global = true
     )]
     scripts: Vec<std::path::PathBuf>,
+    #[command(flatten)]
+    upstream: UpstreamArgs,
+}
+
+/// A real model behind the edge (see `voice_edge::upstream`): for the all-in-one, and for
+/// signaling and transceivers alike in the split roles.
+#[derive(Args, Debug)]
+struct UpstreamArgs {
+    /// A Realtime WebSocket (ws:// or wss://, e.g. wss://api.openai.com/v1/realtime or
+    /// ws://127.0.0.1:8000/v1/realtime) that calls for any model but the stubs (echo, tts,
+    /// loopback, script:NAME) are bridged to. Its key is VOICE_EDGE_UPSTREAM_KEY, an
+    /// environment variable only, so that it is never on a command line.
+    #[arg(long, env = "VOICE_EDGE_UPSTREAM", global = true)]
+    upstream: Option<String>,
+    /// The upstream model of a call that names none.
+    #[arg(
+        long,
+        env = "VOICE_EDGE_UPSTREAM_MODEL",
+        default_value = "gpt-realtime",
+        global = true
+    )]
+    upstream_model: String,
+    /// Caller audio goes upstream in appends of this many milliseconds (20–100).
+    #[arg(long, env = "VOICE_EDGE_UPSTREAM_APPEND_MS", default_value_t = voice_edge::upstream::DEFAULT_APPEND_MS, global = true)]
+    upstream_append_ms: u32,
+}
+
+impl UpstreamArgs {
+    fn config(&self) -> anyhow::Result<Option<voice_edge::upstream::UpstreamConfig>> {
+        let Some(url) = &self.upstream else {
+            return Ok(None);
+        };
+        let key = std::env::var("VOICE_EDGE_UPSTREAM_KEY").ok();
+        voice_edge::upstream::UpstreamConfig::new(
+            url,
+            key,
+            &self.upstream_model,
+            self.upstream_append_ms,
+        )
+        .map(Some)
+        .map_err(anyhow::Error::msg)
+    }
 }
 
 #[derive(Subcommand, Debug)]
@@ -307,11 +349,26 @@ fn main() -> anyhow::Result<()> {
             .map_err(|e| anyhow::anyhow!("--script {e}"))?;
         log::info!("script {name:?} loaded from {}", file.display());
     }
+    let upstream = cli.upstream.config()?;
+    if let Some(u) = &upstream {
+        log::info!(
+            "upstream: calls for models other than the stubs go to {} (default model {}, key {})",
+            u.url,
+            u.model,
+            if u.key.is_some() { "set" } else { "not set" }
+        );
+    }
     match cli.command {
-        None => run_all_in_one(cli.all),
+        None => run_all_in_one(AllInOneArgs {
+            config: AllInOneConfig {
+                upstream,
+                ..cli.all.config
+            },
+            ..cli.all
+        }),
         Some(Command::Relay(a)) => run_relay(a),
-        Some(Command::Signaling(a)) => run_signaling(a),
-        Some(Command::Transceiver(a)) => run_transceiver(a),
+        Some(Command::Signaling(a)) => run_signaling(a, upstream),
+        Some(Command::Transceiver(a)) => run_transceiver(a, upstream),
         Some(Command::Route(r)) => run_route(r),
         Some(Command::Health { url }) => {
             let status = voice_edge::ops::check(&url, Duration::from_secs(3))?;
@@ -470,10 +527,14 @@ async fn stop_signal() -> anyhow::Result<bool> {
     })
 }
 
-fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
+fn run_signaling(
+    a: SignalingArgs,
+    upstream: Option<voice_edge::upstream::UpstreamConfig>,
+) -> anyhow::Result<()> {
     use voice_edge::roles::signaling::{self, SignalingRoleConfig};
     runtime()?.block_on(async move {
         let running = signaling::start(SignalingRoleConfig {
+            upstream,
             http: a.http,
             admin: Some(a.admin),
             admin_token: a.admin_token,
@@ -502,7 +563,10 @@ fn run_signaling(a: SignalingArgs) -> anyhow::Result<()> {
     })
 }
 
-fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
+fn run_transceiver(
+    a: TransceiverArgs,
+    upstream: Option<voice_edge::upstream::UpstreamConfig>,
+) -> anyhow::Result<()> {
     use voice_edge::roles::transceiver::{self, TransceiverRoleConfig};
     let host = match a.host {
         Some(h) => h,
@@ -518,6 +582,7 @@ fn run_transceiver(a: TransceiverArgs) -> anyhow::Result<()> {
     );
     runtime()?.block_on(async move {
         let running = transceiver::start(TransceiverRoleConfig {
+            upstream,
             cluster: a.cluster,
             id: a.id,
             bind: a.bind,

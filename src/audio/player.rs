@@ -59,6 +59,8 @@ pub struct Player {
     /// model makes it, for a client that plays it itself (see [`Player::set_pace`]).
     pace: f64,
     stopped: bool,
+    /// More PCM may still come ([`Player::streaming`]): running dry is a gap, not the end.
+    open: bool,
 }
 
 impl std::fmt::Debug for Player {
@@ -117,6 +119,60 @@ impl Player {
         )
     }
 
+    /// Plays 48 kHz PCM that arrives while it plays (an upstream model's audio deltas):
+    /// [`push_pcm`](Self::push_pcm) adds to it and [`finish`](Self::finish) says no more
+    /// comes. Only whole frames are released while it is open, so a delta's last few samples
+    /// wait for the next one instead of being padded with silence mid-word.
+    pub fn streaming(response_id: impl Into<String>, codec: Codec) -> Self {
+        let mut p = Self::from_pcm(response_id, Vec::new(), codec);
+        p.open = true;
+        p
+    }
+
+    /// More audio for a [`streaming`](Self::streaming) player; ignored once finished.
+    pub fn push_pcm(&mut self, pcm48k: &[i16]) {
+        if !self.open {
+            return;
+        }
+        if let Source::Pcm { pcm, pos, .. } = &mut self.source {
+            // What was sent is dropped now and then, so a long reply holds only what is ahead.
+            if *pos >= 48_000 {
+                pcm.drain(..*pos);
+                *pos = 0;
+            }
+            pcm.extend_from_slice(pcm48k);
+        }
+        self.total_samples = self.sent_samples + self.pending_frames(false);
+    }
+
+    /// No more audio comes: the last partial frame is padded and released.
+    pub fn finish(&mut self) {
+        if self.open {
+            self.open = false;
+            self.total_samples = self.sent_samples + self.pending_frames(true);
+        }
+    }
+
+    /// Whether more audio may still come (a [`streaming`](Self::streaming) player before
+    /// [`finish`](Self::finish)).
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+
+    /// Frames of PCM not yet released, in RTP ticks; a partial last frame counts when `pad`.
+    fn pending_frames(&self, pad: bool) -> u64 {
+        let Source::Pcm { pcm, pos, .. } = &self.source else {
+            return 0;
+        };
+        let left = pcm.len() - *pos;
+        let frames = if pad {
+            left.div_ceil(FRAME_SAMPLES)
+        } else {
+            left / FRAME_SAMPLES
+        };
+        frames as u64 * u64::from(self.codec.frame_ticks())
+    }
+
     fn new(
         response_id: String,
         codec: Codec,
@@ -134,6 +190,7 @@ impl Player {
             lead: Duration::ZERO,
             pace: 1.0,
             stopped: false,
+            open: false,
         };
         p.lead = p.ticks_to_duration(lead_samples);
         p
@@ -156,7 +213,7 @@ impl Player {
     /// When the next frame is due; `None` when nothing is left, and before the first
     /// [`next_frame`](Self::next_frame) call (the first frame is due at once: poll right away).
     pub fn next_deadline(&self) -> Option<Instant> {
-        if self.is_done() {
+        if self.is_done() || self.is_dry() {
             return None;
         }
         let t0 = self.t0?;
@@ -171,7 +228,7 @@ impl Player {
     /// The next frame if its time has come. Call it until it returns `None`, then sleep until
     /// [`next_deadline`](Self::next_deadline).
     pub fn next_frame(&mut self, now: Instant) -> Option<OutFrame> {
-        if self.is_done() {
+        if self.is_done() || self.is_dry() {
             return None;
         }
         let t0 = *self.t0.get_or_insert(now);
@@ -244,9 +301,14 @@ impl Player {
         self.total_samples / self.codec.ticks_per_ms()
     }
 
-    /// All frames released, or stopped.
+    /// All frames released (and no more to come), or stopped.
     pub fn is_done(&self) -> bool {
-        self.stopped || self.sent_samples >= self.total_samples
+        self.stopped || (!self.open && self.sent_samples >= self.total_samples)
+    }
+
+    /// A streaming player that has released everything it was given so far.
+    fn is_dry(&self) -> bool {
+        self.open && self.sent_samples >= self.total_samples
     }
 
     pub fn is_stopped(&self) -> bool {
@@ -306,6 +368,37 @@ mod tests {
         assert_eq!(p.played_ms(), 1020);
         assert_eq!(p.next_deadline(), None);
         assert_eq!(p.next_frame(t0 + Duration::from_secs(5)), None);
+    }
+
+    /// Audio that arrives while it plays: whole frames go out as they come, a gap is waited
+    /// out rather than ended or filled, and the end pads the last partial frame.
+    #[test]
+    fn a_streaming_player_plays_what_has_come_and_ends_only_when_finished() {
+        let mut p = Player::streaming("resp_1", Codec::Opus);
+        let t0 = Instant::now();
+        assert_eq!(p.next_frame(t0), None);
+        assert!(!p.is_done(), "nothing yet is not the end");
+        // 50 ms: two whole frames, 10 ms held back.
+        p.push_pcm(&vec![500; 2400]);
+        let first = drive(&mut p, t0, MS, Duration::from_millis(200));
+        assert_eq!(first.len(), 2);
+        assert!(!p.is_done() && p.next_deadline().is_none(), "dry, waiting");
+        // 30 ms more make the held 10 ms two more frames.
+        p.push_pcm(&vec![500; 1440]);
+        let later = t0 + Duration::from_millis(300);
+        let second = drive(&mut p, later, MS, Duration::from_millis(200));
+        assert_eq!(second.len(), 2);
+        p.push_pcm(&[500; 10]);
+        p.finish();
+        let last = drive(
+            &mut p,
+            later + Duration::from_millis(300),
+            MS,
+            Duration::from_millis(100),
+        );
+        assert_eq!(last.len(), 1, "the 10 samples, padded");
+        assert!(p.is_done());
+        assert_eq!(p.played_ms(), 100);
     }
 
     #[test]

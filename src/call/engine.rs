@@ -17,6 +17,9 @@ pub struct CallSetup {
     /// [`crate::realtime::connect_session`]); `None` starts from the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<serde_json::Value>,
+    /// The call goes to the upstream model (see [`crate::upstream`]) instead of `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<crate::upstream::UpstreamCall>,
 }
 
 impl From<ModelKind> for CallSetup {
@@ -25,6 +28,7 @@ impl From<ModelKind> for CallSetup {
             model,
             live: None,
             session: None,
+            upstream: None,
         }
     }
 }

@@ -29,6 +29,7 @@ use serde::Deserialize;
 use crate::audio::Codec;
 use crate::live::EventSource;
 use crate::realtime::{Action, Conversation};
+use crate::upstream::{Bridge, UpstreamLink};
 use engine::Engine;
 use event_log::EventLog;
 use framer::Framer;
@@ -66,8 +67,7 @@ pub enum CallOutput {
 
 pub struct Call {
     id: String,
-    engine: Engine,
-    media: Media,
+    backend: Backend,
     path: AudioPath,
     /// Appended audio not yet a whole frame ([`AudioPath::Events`] only).
     framer: Option<Framer>,
@@ -89,6 +89,18 @@ pub struct Call {
     reflection: Option<Reflection>,
 }
 
+/// What answers the call: everything above it (log, sidebands, recording) is the same.
+enum Backend {
+    /// The edge's own engine (the stub models), whose actions the media side renders.
+    Edge { engine: Engine, media: Media },
+    /// A model upstream, through the bridge (see [`crate::upstream`]); `link` is its
+    /// WebSocket once the host has opened it, and is dropped (closed) when the bridge is over.
+    Upstream {
+        bridge: Box<Bridge>,
+        link: Option<UpstreamLink>,
+    },
+}
+
 /// What the call reads of a client event before the engine sees it: its type, and an
 /// append's audio.
 #[derive(Deserialize)]
@@ -103,7 +115,21 @@ impl Call {
     /// A WebRTC call created at `now`, its audio in `codec` (the answer's).
     pub fn rtp(id: String, now: Instant, mut engine: Engine, codec: Codec) -> Call {
         let media = Media::for_model(&engine.conversation().model_kind(), codec);
-        let mut call = Call::with(id, engine, media, AudioPath::Rtp);
+        Call::on_rtp_path(id, now, Backend::Edge { engine, media })
+    }
+
+    /// A WebRTC call answered by an upstream model; the host opens its link
+    /// ([`Self::attach_upstream`]).
+    pub fn rtp_bridged(id: String, now: Instant, bridge: Bridge) -> Call {
+        let backend = Backend::Upstream {
+            bridge: Box::new(bridge),
+            link: None,
+        };
+        Call::on_rtp_path(id, now, backend)
+    }
+
+    fn on_rtp_path(id: String, now: Instant, backend: Backend) -> Call {
+        let mut call = Call::with(id, backend, AudioPath::Rtp);
         call.epoch = Some(now);
         call.events = Some(EventLog::starting(now));
         call
@@ -115,16 +141,24 @@ impl Call {
         let (input, output) = formats(conv);
         let mut media = Media::for_stream(&conv.model_kind(), input, output);
         media.configure(conv);
-        let mut call = Call::with(id, engine, media, AudioPath::Events);
+        let mut call = Call::with(id, Backend::Edge { engine, media }, AudioPath::Events);
         call.framer = Some(Framer::new(input));
         call
     }
 
-    fn with(id: String, engine: Engine, media: Media, path: AudioPath) -> Call {
+    /// A WebSocket session passed through to an upstream model.
+    pub fn stream_bridged(id: String, bridge: Bridge) -> Call {
+        let backend = Backend::Upstream {
+            bridge: Box::new(bridge),
+            link: None,
+        };
+        Call::with(id, backend, AudioPath::Events)
+    }
+
+    fn with(id: String, backend: Backend, path: AudioPath) -> Call {
         Call {
             id,
-            engine,
-            media,
+            backend,
             path,
             framer: None,
             input_ticks: 0,
@@ -138,23 +172,47 @@ impl Call {
         }
     }
 
+    /// The upstream link for a bridged call, opened by the host; frames the bridge queued
+    /// meanwhile go out on the next [`Self::poll_output`]. Dropped if the bridge is over.
+    pub fn attach_upstream(&mut self, new: UpstreamLink) {
+        if let Backend::Upstream { bridge, link } = &mut self.backend
+            && !bridge.is_over()
+        {
+            *link = Some(new);
+        }
+    }
+
+    /// What the call's upstream link reported.
+    pub fn on_upstream(&mut self, now: Instant, event: crate::upstream::UpstreamEvent) {
+        self.tick(now);
+        if let Backend::Upstream { bridge, .. } = &mut self.backend {
+            bridge.on_upstream(now, event);
+        }
+    }
+
     /// How far ahead of real time replies are made (see `realtime::GENERATION_PACE`); the
     /// media side follows it on a WebSocket, where the audio is sent as fast as it is made.
+    /// An upstream model keeps its own pace.
     pub fn set_generation_pace(&mut self, pace: f64) {
-        let conv = self.engine.conversation();
-        conv.set_generation_pace(pace);
-        self.media.configure(conv);
+        if let Backend::Edge { engine, media } = &mut self.backend {
+            let conv = engine.conversation();
+            conv.set_generation_pace(pace);
+            media.configure(conv);
+        }
     }
 
     /// Keeps both directions' audio from now on, as decoded 24 kHz PCM (see [`recording`]).
     pub fn start_recording(&mut self) {
-        let (input, output) = (self.media.codec(), self.media.output_codec());
+        let (input, output) = self.codecs();
         self.recorder = Some(Recorder::new(input, output));
     }
 
     /// The client's channel for events is open (`oai-events`, or the socket itself).
     pub fn on_channel_open(&mut self) {
-        self.engine.on_channel_open();
+        match &mut self.backend {
+            Backend::Edge { engine, .. } => engine.on_channel_open(),
+            Backend::Upstream { bridge, .. } => bridge.on_channel_open(),
+        }
     }
 
     /// A client event, from the client's own channel or a sideband: one conversation, whoever
@@ -164,33 +222,36 @@ impl Call {
             log.record_client(now, text);
         }
         self.tick(now);
+        let at = self.session_ms(now);
+        let (engine, media) = match &mut self.backend {
+            Backend::Edge { engine, media } => (engine, media),
+            Backend::Upstream { bridge, .. } => return bridge.on_client_text(now, text),
+        };
         let peek = serde_json::from_str::<Peek>(text).ok();
         let kind = peek.as_ref().map_or("", |p| p.kind);
-        let appends = kind == self.engine.append_event();
+        let appends = kind == engine.append_event();
         let audio = match (&peek, self.path) {
             (
                 Some(Peek {
                     audio: Some(b64), ..
                 }),
                 AudioPath::Events,
-            ) if appends && self.engine.hears_input() => base64::engine::general_purpose::STANDARD
+            ) if appends && engine.hears_input() => base64::engine::general_purpose::STANDARD
                 .decode(b64.as_bytes())
                 .ok(),
             _ => None,
         };
         let updates_session = kind == "session.update";
         // The engine checks and answers the event (an `error` for bad base64) either way.
-        self.engine.on_client_text(text, origin);
-        let at = self.session_ms(now);
+        engine.on_client_text(text, origin);
         if let (Some(audio), Some(framer)) = (audio, &mut self.framer) {
-            let ticks = self.media.codec().frame_ticks();
+            let ticks = media.codec().frame_ticks();
             for frame in framer.push(&audio) {
                 if let Some(r) = &mut self.recorder {
                     r.caller(at, &frame);
                 }
                 let (ts, seq) = (self.input_ticks, self.input_seq);
-                self.media
-                    .on_rtp(now, &frame, ts, seq, self.engine.conversation());
+                media.on_rtp(now, &frame, ts, seq, engine.conversation());
                 self.input_ticks = self.input_ticks.wrapping_add(ticks);
                 self.input_seq = self.input_seq.wrapping_add(1);
             }
@@ -199,18 +260,21 @@ impl Call {
             self.follow_formats();
         }
         // Appends, a stream's bulk, change nothing the media side follows.
-        if !appends {
-            self.media.configure(self.engine.conversation());
+        if !appends && let Backend::Edge { engine, media } = &mut self.backend {
+            media.configure(engine.conversation());
         }
     }
 
     /// A session's formats changed: new codecs. Audio buffered in the old input format is
     /// dropped, since it cannot be read in the new one.
     fn follow_formats(&mut self) {
-        let conv = self.engine.conversation();
+        let Backend::Edge { engine, media } = &mut self.backend else {
+            return;
+        };
+        let conv = engine.conversation();
         let (input, output) = formats(conv);
-        if (input, output) != (self.media.codec(), self.media.output_codec()) {
-            self.media = Media::for_stream(&conv.model_kind(), input, output);
+        if (input, output) != (media.codec(), media.output_codec()) {
+            *media = Media::for_stream(&conv.model_kind(), input, output);
             self.framer = Some(Framer::new(input));
         }
     }
@@ -225,28 +289,32 @@ impl Call {
             let event = r.caller(payload);
             self.reflect(event);
         }
-        if !self.engine.hears_input() {
+        match &mut self.backend {
+            Backend::Upstream { bridge, .. } => bridge.on_rtp(payload),
             // Live's input mute: the model hears nothing, as if the caller were silent.
-            return;
+            Backend::Edge { engine, .. } if !engine.hears_input() => {}
+            Backend::Edge { engine, media } => {
+                media.on_rtp(now, payload, rtp_ts, seq, engine.conversation())
+            }
         }
-        self.media
-            .on_rtp(now, payload, rtp_ts, seq, self.engine.conversation());
     }
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
         self.tick(now);
+        let Backend::Edge { engine, media } = &mut self.backend else {
+            return;
+        };
         match done.result {
-            Ok(media::JobOutput::Mcp(outcome)) => self
-                .engine
+            Ok(media::JobOutput::Mcp(outcome)) => engine
                 .conversation()
                 .on_mcp_outcome(&done.response_id, outcome),
-            result => self.media.on_job_done(
+            result => media.on_job_done(
                 now,
                 JobDone {
                     response_id: done.response_id,
                     result,
                 },
-                self.engine.conversation(),
+                engine.conversation(),
             ),
         }
     }
@@ -254,34 +322,45 @@ impl Call {
     /// Time has passed to [`Self::poll_timeout`] (or beyond; only what is due happens).
     pub fn on_timeout(&mut self, now: Instant) {
         self.tick(now);
-        self.media.on_timeout(now, self.engine.conversation());
-        self.engine.on_timeout();
+        match &mut self.backend {
+            Backend::Edge { engine, media } => {
+                media.on_timeout(now, engine.conversation());
+                engine.on_timeout();
+            }
+            Backend::Upstream { bridge, .. } => bridge.on_timeout(now),
+        }
     }
 
     /// When the media side or the protocol next needs time to pass.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let protocol = match (self.engine.poll_timeout(), self.epoch) {
+        let (engine, media) = match &self.backend {
+            Backend::Edge { engine, media } => (engine, media),
+            Backend::Upstream { bridge, .. } => return bridge.poll_timeout(),
+        };
+        let protocol = match (engine.poll_timeout(), self.epoch) {
             (Some(ms), Some(epoch)) => Some(epoch + Duration::from_millis(ms)),
             _ => None,
         };
-        [self.media.poll_timeout(), protocol]
-            .into_iter()
-            .flatten()
-            .min()
+        [media.poll_timeout(), protocol].into_iter().flatten().min()
     }
 
     /// The session hit its maximum duration: the Realtime `error` (Live: `session.closed`),
     /// then [`CallOutput::End`].
     pub fn expire(&mut self, now: Instant) {
         self.tick(now);
-        self.engine.expire();
+        match &mut self.backend {
+            Backend::Edge { engine, .. } => engine.expire(),
+            Backend::Upstream { bridge, .. } => bridge.expire(),
+        }
     }
 
     /// The call is ending for `reason` (a Live `session.closed` reason): the engine's last
     /// events go to the log and the sidebands, the only listeners left.
     pub fn end(&mut self, now: Instant, reason: &'static str) {
         self.tick(now);
-        if self.engine.end(reason) {
+        if let Backend::Edge { engine, .. } = &mut self.backend
+            && engine.end(reason)
+        {
             while self.poll_output(now).is_some() {}
         }
     }
@@ -294,8 +373,14 @@ impl Call {
         if self.epoch.is_some() {
             self.tick(now);
         }
+        if let Backend::Upstream { .. } = self.backend {
+            return self.poll_bridge(now);
+        }
         loop {
-            if let Some(action) = self.engine.poll_action() {
+            let Backend::Edge { engine, media } = &mut self.backend else {
+                return None;
+            };
+            if let Some(action) = engine.poll_action() {
                 if action == Action::EndCall {
                     return Some(CallOutput::End);
                 }
@@ -313,38 +398,81 @@ impl Call {
                     });
                     continue;
                 }
-                if let Some(job) = self
-                    .media
-                    .on_action(now, action, self.engine.conversation())
-                {
+                if let Some(job) = media.on_action(now, action, engine.conversation()) {
                     self.jobs.push(job);
                 }
                 continue;
             }
-            if let Some((payload, ticks)) = self.media.next_audio(now, self.engine.conversation()) {
-                let at = self.session_ms(now);
-                if let Some(r) = &mut self.recorder {
-                    r.model(at, &payload);
-                }
-                if let Some(r) = &mut self.reflection {
-                    let event = r.model(at, &payload);
-                    self.reflect(event);
-                }
-                match self.path {
-                    AudioPath::Rtp => return Some(CallOutput::Audio { payload, ticks }),
-                    AudioPath::Events => {
-                        self.engine.conversation().on_audio_out(&payload);
-                        continue;
-                    }
+            if let Some((payload, ticks)) = media.next_audio(now, engine.conversation()) {
+                match self.model_audio(now, payload, ticks) {
+                    Some(out) => return Some(out),
+                    None => continue,
                 }
             }
-            let frame = self.engine.poll_frame()?;
-            if let Some(log) = &mut self.events {
-                log.record_server(now, &frame);
-            }
-            self.sidebands.send(&self.id, &frame);
-            return Some(CallOutput::Event(frame));
+            let frame = engine.poll_frame()?;
+            return Some(self.server_event(now, frame));
         }
+    }
+
+    /// [`Self::poll_output`] for a bridged call: its frames to the upstream (a full link
+    /// fails the call: the upstream stopped reading), then the end, audio and events.
+    fn poll_bridge(&mut self, now: Instant) -> Option<CallOutput> {
+        let Backend::Upstream { bridge, link } = &mut self.backend else {
+            return None;
+        };
+        if let Some(l) = link.as_ref() {
+            while let Some(frame) = bridge.poll_upstream() {
+                if l.send(frame).is_err() {
+                    bridge.on_stalled();
+                }
+            }
+        }
+        if bridge.is_over() {
+            *link = None;
+        }
+        if bridge.take_end() {
+            return Some(CallOutput::End);
+        }
+        if let Some((payload, ticks)) = bridge.next_audio(now)
+            && let Some(out) = self.model_audio(now, payload, ticks)
+        {
+            return Some(out);
+        }
+        let Backend::Upstream { bridge, .. } = &mut self.backend else {
+            return None;
+        };
+        let frame = bridge.poll_frame()?;
+        Some(self.server_event(now, frame))
+    }
+
+    /// A frame of the model's audio: recorded and reflected, then RTP audio for the host, or
+    /// (on [`AudioPath::Events`]) into the engine's delta events (`None`: nothing to send).
+    fn model_audio(&mut self, now: Instant, payload: Bytes, ticks: u32) -> Option<CallOutput> {
+        let at = self.session_ms(now);
+        if let Some(r) = &mut self.recorder {
+            r.model(at, &payload);
+        }
+        if let Some(r) = &mut self.reflection {
+            let event = r.model(at, &payload);
+            self.reflect(event);
+        }
+        match (self.path, &mut self.backend) {
+            (AudioPath::Rtp, _) => Some(CallOutput::Audio { payload, ticks }),
+            (AudioPath::Events, Backend::Edge { engine, .. }) => {
+                engine.conversation().on_audio_out(&payload);
+                None
+            }
+            (AudioPath::Events, Backend::Upstream { .. }) => None,
+        }
+    }
+
+    /// A server event on its way to the client: into the log and onto every sideband.
+    fn server_event(&mut self, now: Instant, frame: String) -> CallOutput {
+        if let Some(log) = &mut self.events {
+            log.record_server(now, &frame);
+        }
+        self.sidebands.send(&self.id, &frame);
+        CallOutput::Event(frame)
     }
 
     /// Slow work to run off the host's thread; results come back through [`Self::on_job_done`].
@@ -355,7 +483,10 @@ impl Call {
     /// Whether the client's own channel receives this event (Live's frontend permissions);
     /// sidebands receive every event.
     pub fn channel_receives(&self, frame: &str) -> bool {
-        self.engine.data_channel_receives(frame)
+        match &self.backend {
+            Backend::Edge { engine, .. } => engine.data_channel_receives(frame),
+            Backend::Upstream { .. } => true,
+        }
     }
 
     /// Attaches a sideband; `None` when the call has as many as it takes. The sideband's first
@@ -364,10 +495,13 @@ impl Call {
         &mut self,
         out: tokio::sync::mpsc::Sender<String>,
     ) -> Option<SidebandId> {
-        let welcome = self.engine.welcome_frame();
+        let (welcome, live) = match &mut self.backend {
+            Backend::Edge { engine, .. } => (engine.welcome_frame(), engine.is_live()),
+            Backend::Upstream { bridge, .. } => (bridge.welcome_frame(), false),
+        };
         let id = self.sidebands.attach(out, welcome)?;
-        if self.engine.is_live() && self.reflection.is_none() {
-            let (input, output) = (self.media.codec(), self.media.output_codec());
+        if live && self.reflection.is_none() {
+            let (input, output) = self.codecs();
             self.reflection = Some(Reflection::new(input, output));
         }
         Some(id)
@@ -408,18 +542,34 @@ impl Call {
 
     /// The codec of the caller's audio.
     pub fn codec(&self) -> Codec {
-        self.media.codec()
+        self.codecs().0
+    }
+
+    /// The caller's codec and the model's (they differ only on a WebSocket).
+    fn codecs(&self) -> (Codec, Codec) {
+        match &self.backend {
+            Backend::Edge { media, .. } => (media.codec(), media.output_codec()),
+            Backend::Upstream { bridge, .. } => {
+                let codec = bridge.codec().unwrap_or(Codec::Pcm24);
+                (codec, codec)
+            }
+        }
     }
 
     pub fn timings(&self) -> VoiceTimings {
-        self.media.timings()
+        match &self.backend {
+            Backend::Edge { media, .. } => media.timings(),
+            Backend::Upstream { .. } => VoiceTimings::default(),
+        }
     }
 
     /// The engine's session clock: ms since the epoch.
     fn tick(&mut self, now: Instant) {
         self.epoch.get_or_insert(now);
         let ms = self.session_ms(now);
-        self.engine.tick(ms);
+        if let Backend::Edge { engine, .. } = &mut self.backend {
+            engine.tick(ms);
+        }
     }
 
     fn session_ms(&self, now: Instant) -> u64 {

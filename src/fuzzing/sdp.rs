@@ -42,6 +42,7 @@ fn endpoint() -> Endpoint {
         workers: WORKER + 1,
         capacity: Default::default(),
         link_sources: Default::default(),
+        upstream: None,
     };
     let certificate =
         crate::transceiver::generate_certificate().expect("DTLS certificate for the endpoint");

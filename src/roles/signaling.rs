@@ -17,6 +17,8 @@ use crate::signaling::{Signaling, keys::Keys};
 
 #[derive(Debug, Clone)]
 pub struct SignalingRoleConfig {
+    /// Where calls for a model that is not a stub go (see [`crate::upstream`]).
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
     pub http: SocketAddr,
     /// `/admin/*` (and everything else); `None` serves no admin endpoints.
     pub admin: Option<SocketAddr>,
@@ -63,7 +65,8 @@ pub async fn start(cfg: SignalingRoleConfig) -> anyhow::Result<RunningSignaling>
     let signaling = Signaling::with_directory(directory.clone(), stats)
         .with_admin_token(cfg.admin_token.clone())
         .with_keys(Keys::new(cfg.require_keys, cfg.api_keys.clone()))
-        .with_call_limits(cfg.call_limits);
+        .with_call_limits(cfg.call_limits)
+        .with_upstream(cfg.upstream.clone());
     let mut servers = vec![];
     let public = tokio::net::TcpListener::bind(cfg.http)
         .await

@@ -16,6 +16,8 @@ use crate::transceiver::{self, AnswerCandidate, Lifecycle, TransceiverConfig, Tr
 
 #[derive(Debug, Clone)]
 pub struct TransceiverRoleConfig {
+    /// Where calls for a model that is not a stub go (see [`crate::upstream`]).
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
     pub cluster: u16,
     /// `None`: claim the lowest free id of the cluster in Redis.
     pub id: Option<u16>,
@@ -111,6 +113,7 @@ pub async fn start(cfg: TransceiverRoleConfig) -> anyhow::Result<RunningTranscei
         workers: cfg.workers,
         capacity: cfg.capacity,
         link_sources: cfg.link_sources.clone(),
+        upstream: cfg.upstream.clone(),
     });
     let (handle, threads) = match spawned {
         Ok(s) => s,

@@ -39,6 +39,71 @@ pub(super) fn model_for(names: [Option<&str>; 3]) -> Result<ModelKind, ApiError>
     Ok(ModelKind::Echo)
 }
 
+/// What answers a new call: one of the stubs, or (with `--upstream`) the upstream model of
+/// this name.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Answerer {
+    Stub(ModelKind),
+    Upstream(String),
+}
+
+/// [`model_for`] with an upstream: the first model named decides, a stub's name choosing the
+/// stub and any other name the upstream model of that name (`upstream:NAME` always the
+/// upstream's, a stub name included); naming none chooses the upstream's default
+/// (`--upstream-model`). Without an upstream, [`model_for`]'s rules.
+pub(super) fn answerer_for(
+    sig: &Signaling,
+    names: [Option<&str>; 3],
+) -> Result<Answerer, ApiError> {
+    let Some(upstream) = &sig.upstream else {
+        return model_for(names).map(Answerer::Stub);
+    };
+    match names.into_iter().flatten().next() {
+        None => Ok(Answerer::Upstream(upstream.model.clone())),
+        // The upstream's own stubs, when it is another voice-edge: `upstream:echo`.
+        Some(name) if name.trim().starts_with(crate::upstream::FORCE_PREFIX) => {
+            let model = name.trim()[crate::upstream::FORCE_PREFIX.len()..].trim();
+            if model.is_empty() {
+                return Err(ApiError::invalid(
+                    "invalid_model",
+                    "`upstream:` must be followed by the upstream's model name",
+                ));
+            }
+            Ok(Answerer::Upstream(model.to_owned()))
+        }
+        Some(name) => match ModelKind::parse(name) {
+            Ok(None) => Ok(Answerer::Upstream(name.trim().to_owned())),
+            _ => model_for([Some(name), None, None]).map(Answerer::Stub),
+        },
+    }
+}
+
+/// A call's setup for `answerer`, with its connect-time session (the key's, then the
+/// request's own): checked by the stubs' rules for a stub, passed as it is to an upstream,
+/// which checks it itself (its `error` reaches the caller).
+pub(super) fn setup_for(
+    answerer: Answerer,
+    key_session: Option<&Value>,
+    own: Option<&Value>,
+) -> Result<CallSetup, ApiError> {
+    match answerer {
+        Answerer::Stub(model) => {
+            let session = starting_session(&model, key_session, own)?;
+            Ok(CallSetup {
+                session,
+                ..model.into()
+            })
+        }
+        Answerer::Upstream(model) => Ok(CallSetup {
+            upstream: Some(crate::upstream::UpstreamCall {
+                model,
+                session: [key_session, own].into_iter().flatten().cloned().collect(),
+            }),
+            ..ModelKind::Echo.into()
+        }),
+    }
+}
+
 #[derive(Deserialize)]
 pub(super) struct CallQuery {
     model: Option<String>,
@@ -152,16 +217,15 @@ pub(super) async fn create_call(
             .and_then(Value::as_str)
             .map(str::to_owned)
     };
-    let model = model_for([
-        model_of(&session).as_deref(),
-        model_of(&key_session).as_deref(),
-        q.model.as_deref(),
-    ])?;
-    let session = starting_session(&model, key_session.as_ref(), session.as_ref())?;
-    let setup = CallSetup {
-        session,
-        ..model.into()
-    };
+    let answerer = answerer_for(
+        &sig,
+        [
+            model_of(&session).as_deref(),
+            model_of(&key_session).as_deref(),
+            q.model.as_deref(),
+        ],
+    )?;
+    let setup = setup_for(answerer, key_session.as_ref(), session.as_ref())?;
     let created = place_call(&sig, slot, key.as_deref(), offer, setup, q.cluster).await?;
     let mut resp = (StatusCode::CREATED, created.answer_sdp.clone()).into_response();
     let h = resp.headers_mut();

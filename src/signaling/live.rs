@@ -82,6 +82,7 @@ pub(super) async fn create_session(
         model,
         live: Some(start),
         session: None,
+        upstream: None,
     };
     let placed = place_call(&sig, slot, key.as_deref(), offer, setup, None).await?;
     let body = json!({

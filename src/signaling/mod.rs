@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{HeaderMap, HeaderName, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, patch, post};
 use axum::{Json, Router};
 use serde_json::{Value, json};
@@ -76,6 +77,10 @@ pub struct Signaling {
     counters: Arc<CallCounters>,
     limits: call_limits::CallLimits,
     client_calls: Arc<call_limits::ClientCalls>,
+    /// Where calls for a model that is not a stub go; `None`: every call is a stub's.
+    upstream: Option<Arc<crate::upstream::UpstreamConfig>>,
+    /// Whether the upstream answers, for `/health`.
+    upstream_probe: Arc<crate::upstream::health::Probe>,
 }
 
 /// What `/metrics` counts of the call API.
@@ -108,7 +113,15 @@ impl Signaling {
             client_calls: Arc::new(call_limits::ClientCalls::new(
                 call_limits::CallLimits::default().max_calls_per_client,
             )),
+            upstream: None,
+            upstream_probe: Arc::default(),
         }
+    }
+
+    /// Calls for a model that is not a stub go to `upstream` (see [`crate::upstream`]).
+    pub fn with_upstream(mut self, upstream: Option<crate::upstream::UpstreamConfig>) -> Self {
+        self.upstream = upstream.map(Arc::new);
+        self
     }
 
     pub fn with_call_limits(mut self, limits: call_limits::CallLimits) -> Self {
@@ -198,7 +211,7 @@ impl Signaling {
             .route("/v1/live/sessions/{id}/events", get(calls::events))
             .route("/v1/live/sessions/{id}/attach", get(live::attach))
             .route("/v1/live/sessions/{id}/content", get(live::content))
-            .route("/health", get(|| async { "ok\n" }))
+            .route("/health", get(health))
             .fallback(any(web::serve))
             .layer(cors);
         let router = if admin {
@@ -222,6 +235,25 @@ impl Signaling {
             .layer(axum::middleware::from_fn(errors::json_errors))
             .with_state(self)
     }
+}
+
+/// `ok` while serving; with an upstream, whether it answers too (503 when it does not, so a
+/// load balancer sends calls elsewhere while the model is out of reach).
+async fn health(State(sig): State<Signaling>) -> Response {
+    let Some(cfg) = &sig.upstream else {
+        return "ok\n".into_response();
+    };
+    let upstream = sig.upstream_probe.check(cfg, &cfg.model).await;
+    let status = if upstream.answers {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({
+        "status": if upstream.answers { "ok" } else { "upstream_unavailable" },
+        "upstream": upstream,
+    });
+    (status, axum::Json(body)).into_response()
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

@@ -16,8 +16,9 @@ use axum::response::Response;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::calls::{call_error, call_not_found, client_slot, model_for};
+use super::calls::{answerer_for, call_error, call_not_found, client_slot, setup_for};
 use super::{ApiError, Signaling, bearer, key_error};
+use crate::transceiver::CallSetup;
 use crate::websocket::{EventStream, SessionRequest, pipe};
 
 /// The largest client event taken: the real service's 15 MiB for an `input_audio_buffer.append`,
@@ -87,9 +88,17 @@ pub(super) async fn realtime(
                     .as_ref()
                     .and_then(|s| s.get("model"))
                     .and_then(Value::as_str);
-                let model = model_for([None, key_model, q.model.as_deref()])?;
-                let session = super::calls::starting_session(&model, key_session.as_ref(), None)?;
-                SessionRequest::Realtime { model, session }
+                let answerer = answerer_for(&sig, [None, key_model, q.model.as_deref()])?;
+                match setup_for(answerer, key_session.as_ref(), None)? {
+                    CallSetup {
+                        upstream: Some(call),
+                        ..
+                    } => SessionRequest::Upstream(call),
+                    setup => SessionRequest::Realtime {
+                        model: setup.model,
+                        session: setup.session,
+                    },
+                }
             };
             // A session counts against its client's cap (`--max-calls-per-client`) while open.
             let peer = peer.map(|p| p.0.0.ip());

@@ -42,6 +42,7 @@ use crate::call::media::{Job, JobDone};
 use crate::routing::link::LinkHeader;
 use crate::routing::stun::{PacketKind, classify, peek_binding_username};
 use crate::routing::ufrag;
+use crate::upstream::{UpstreamEvent, UpstreamLink};
 
 /// Lifecycle deadlines are checked this often: their O(calls) scan is not paid per datagram.
 pub const HOUSEKEEPING: Duration = Duration::from_millis(500);
@@ -58,6 +59,14 @@ const MAX_ALIASES: usize = 4;
 pub struct CallJob {
     pub call_id: String,
     pub job: Job,
+}
+
+/// An upstream WebSocket for the worker to open: `url` has the call's model, `key` is the
+/// server's (never the caller's).
+pub struct UpstreamOpen {
+    pub call_id: String,
+    pub url: String,
+    pub key: Option<String>,
 }
 
 /// Why a session is being removed.
@@ -106,6 +115,8 @@ pub struct Endpoint {
     next_key: CallKey,
     transmits: VecDeque<Transmit>,
     jobs: VecDeque<CallJob>,
+    /// Bridged calls whose upstream link the worker is to open.
+    upstream_opens: VecDeque<UpstreamOpen>,
     dropped_unknown: u64,
     dropped_link_source: u64,
     /// Sessions not connected yet (see [`super::admission`]).
@@ -145,6 +156,7 @@ impl Endpoint {
             next_key: 1,
             transmits: VecDeque::new(),
             jobs: VecDeque::new(),
+            upstream_opens: VecDeque::new(),
             dropped_unknown: 0,
             dropped_link_source: 0,
             connecting: 0,
@@ -204,6 +216,28 @@ impl Endpoint {
 
     pub fn poll_job(&mut self) -> Option<CallJob> {
         self.jobs.pop_front()
+    }
+
+    /// A bridged call's upstream to connect, queued when the call was created so the
+    /// WebSocket opens while ICE and DTLS run; hand the link back with
+    /// [`Endpoint::attach_upstream`].
+    pub fn poll_upstream_open(&mut self) -> Option<UpstreamOpen> {
+        self.upstream_opens.pop_front()
+    }
+
+    pub fn attach_upstream(&mut self, now: Instant, call_id: &str, link: UpstreamLink) {
+        if let Some(&key) = self.by_call.get(call_id) {
+            self.isolate(now, key, |s| s.attach_upstream(now, link));
+            self.after_input(key, now);
+        }
+    }
+
+    /// What a bridged call's upstream link reported.
+    pub fn on_upstream(&mut self, now: Instant, call_id: &str, event: UpstreamEvent) {
+        if let Some(&key) = self.by_call.get(call_id) {
+            self.isolate(now, key, |s| s.on_upstream(now, event));
+            self.after_input(key, now);
+        }
     }
 
     /// When [`Endpoint::handle_timeout`] is next due: the earliest session timer, or the next
@@ -684,6 +718,19 @@ impl Endpoint {
                 self.ended.panicked += 1;
                 peer::AnswerError::Negotiation("the offer made the answerer fail".into())
             })??;
+        let upstream = match (&setup.upstream, &self.cfg.upstream) {
+            (None, _) => None,
+            (Some(call), Some(cfg)) => Some(UpstreamOpen {
+                call_id: call_id.clone(),
+                url: cfg.url_for(&call.model),
+                key: cfg.key.clone(),
+            }),
+            (Some(_), None) => {
+                return Err(peer::AnswerError::Negotiation(
+                    "this transceiver has no --upstream for a model that is not a stub".into(),
+                ));
+            }
+        };
         let key = self.next_key;
         self.next_key += 1;
         let session = Session::new(
@@ -697,8 +744,14 @@ impl Endpoint {
                 audio_ssrc: answered.audio_ssrc,
                 codec: answered.codec,
                 setup,
+                upstream_append_ms: self
+                    .cfg
+                    .upstream
+                    .as_ref()
+                    .map_or(crate::upstream::DEFAULT_APPEND_MS, |u| u.append_ms),
             },
         );
+        self.upstream_opens.extend(upstream);
         self.sessions.insert(key, Box::new(session));
         self.connecting += 1;
         self.by_ufrag.insert(ufrag, key);

@@ -52,6 +52,8 @@ pub struct TransceiverConfig {
     pub capacity: admission::Capacity,
     /// Where relay link datagrams may come from (see [`crate::routing::link_sources`]).
     pub link_sources: crate::routing::link_sources::LinkSources,
+    /// Where calls for a model that is not a stub go (`--upstream`); `None` refuses them.
+    pub upstream: Option<crate::upstream::UpstreamConfig>,
 }
 
 /// The one candidate in this transceiver's answers: always an address as clients reach it,
@@ -216,6 +218,11 @@ pub(crate) enum WorkerMessage {
         call_id: String,
         done: crate::call::media::JobDone,
     },
+    /// What a bridged call's upstream link reported (see [`crate::upstream::link`]).
+    Upstream {
+        call_id: String,
+        event: crate::upstream::UpstreamEvent,
+    },
     /// Attaches a sideband's outgoing queue to a call.
     AttachSideband {
         call_id: String,
@@ -258,6 +265,8 @@ pub struct TransceiverHandle {
     recordings: crate::call::recording::SharedRecordings,
     /// WebSocket sessions running here (see [`websocket`]).
     ws_sessions: Arc<AtomicUsize>,
+    /// Where bridged WebSocket sessions go (see [`crate::upstream`]).
+    upstream: Option<crate::upstream::UpstreamConfig>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -420,6 +429,7 @@ impl TransceiverHandle {
             request,
             self.ws_sessions.clone(),
             self.recordings.clone(),
+            self.upstream.clone(),
         ))
     }
 
@@ -632,6 +642,7 @@ pub fn spawn_in_process(
         ended_logs,
         recordings,
         ws_sessions: Arc::default(),
+        upstream: cfg.upstream.clone(),
     };
     Ok((handle, threads))
 }

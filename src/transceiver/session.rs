@@ -28,6 +28,7 @@ use crate::call::sideband::SidebandId;
 use crate::call::{Call, CallOutput};
 use crate::live::EventSource;
 use crate::realtime::AudioFormat;
+use crate::upstream::{Bridge, UpstreamEvent, UpstreamLink};
 
 /// The label the OpenAI Realtime clients give the channel they create before the offer.
 pub const EVENTS_CHANNEL: &str = "oai-events";
@@ -164,20 +165,30 @@ pub struct NewSession {
     /// The audio codec the answer chose.
     pub codec: Codec,
     pub setup: CallSetup,
+    /// Appends' length for a call bridged upstream (see [`crate::upstream::UpstreamConfig`]).
+    pub upstream_append_ms: u32,
 }
 
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
         let stored = n.setup.live.as_ref().is_some_and(|l| l.store);
-        let expires_at = crate::realtime::session_limits::expires_at_unix();
-        let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
-        if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {
-            // The session reports the call's audio as what it is on the wire.
-            if let Some(format) = AudioFormat::from_name(n.codec.realtime_format()) {
-                conv.set_audio_format(format);
+        let mut call = match &n.setup.upstream {
+            Some(up) => {
+                let bridge = Bridge::rtp(now, n.codec, n.upstream_append_ms, &up.session);
+                Call::rtp_bridged(n.call_id.clone(), now, bridge)
             }
-        }
-        let mut call = Call::rtp(n.call_id.clone(), now, engine, n.codec);
+            None => {
+                let expires_at = crate::realtime::session_limits::expires_at_unix();
+                let mut engine = Engine::new(&n.call_id, n.setup, expires_at);
+                if let (Engine::Realtime(conv), false) = (&mut engine, n.codec == Codec::Opus) {
+                    // The session reports the call's audio as what it is on the wire.
+                    if let Some(format) = AudioFormat::from_name(n.codec.realtime_format()) {
+                        conv.set_audio_format(format);
+                    }
+                }
+                Call::rtp(n.call_id.clone(), now, engine, n.codec)
+            }
+        };
         if stored {
             call.start_recording();
         }
@@ -320,6 +331,18 @@ impl Session {
 
     pub fn on_job_done(&mut self, now: Instant, done: JobDone) {
         self.call.on_job_done(now, done);
+        self.drive(now);
+    }
+
+    /// What the call's upstream link reported.
+    pub fn on_upstream(&mut self, now: Instant, event: UpstreamEvent) {
+        self.call.on_upstream(now, event);
+        self.drive(now);
+    }
+
+    /// The call's upstream link, opened by the worker.
+    pub fn attach_upstream(&mut self, now: Instant, link: UpstreamLink) {
+        self.call.attach_upstream(link);
         self.drive(now);
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use rtc::peer_connection::certificate::RTCCertificate;
 
 use super::admission::{Saturation, SharedLoad, Window};
-use super::endpoint::{CallJob, Endpoint};
+use super::endpoint::{CallJob, Endpoint, UpstreamOpen};
 use super::faults::FaultLayer;
 use super::mailbox::{Inbox, Mailbox};
 use super::transmit::Transmit;
@@ -210,6 +210,9 @@ impl Worker {
                 let _ = reply.send(r);
             }
             WorkerMessage::JobDone { call_id, done } => self.endpoint.job_done(now, &call_id, done),
+            WorkerMessage::Upstream { call_id, event } => {
+                self.endpoint.on_upstream(now, &call_id, event)
+            }
             WorkerMessage::AttachSideband {
                 call_id,
                 out,
@@ -262,6 +265,11 @@ impl Worker {
             if let Err((call_id, done)) = start_job(job, &self.mailbox) {
                 self.endpoint.job_done(Instant::now(), &call_id, done);
             }
+        }
+        while let Some(open) = self.endpoint.poll_upstream_open() {
+            let link = open_upstream(&open, &self.mailbox);
+            self.endpoint
+                .attach_upstream(Instant::now(), &open.call_id, link);
         }
         let (endpoint, faults, now) = (&mut self.endpoint, &mut self.faults, Instant::now());
         self.outgoing
@@ -396,6 +404,21 @@ impl LoadMeter {
         self.busy = Duration::ZERO;
         w
     }
+}
+
+/// Opens a bridged call's upstream WebSocket; what it reports comes back as
+/// [`WorkerMessage::Upstream`], waiting (off this thread) while the mailbox is full.
+fn open_upstream(open: &UpstreamOpen, mailbox: &Mailbox) -> crate::upstream::UpstreamLink {
+    let (mailbox, call_id) = (mailbox.clone(), open.call_id.clone());
+    crate::upstream::link::open(open.url.clone(), open.key.clone(), move |event| {
+        let (mailbox, call_id) = (mailbox.clone(), call_id.clone());
+        async move {
+            mailbox
+                .send(WorkerMessage::Upstream { call_id, event })
+                .await
+                .is_ok()
+        }
+    })
 }
 
 /// Starts a call's job off the socket thread (see [`Job::start`]); its result comes back as

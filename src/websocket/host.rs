@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 use super::{EventStream, STREAM_CAPACITY, SessionRequest, WsSession};
 use crate::call::media::JobDone;
 use crate::call::recording::SharedRecordings;
+use crate::upstream::{LinkEnd, UpstreamConfig, UpstreamEvent, link};
 
 /// The real service closes a session after 60 minutes; so does this one.
 const MAX_SESSION: Duration = crate::realtime::session_limits::MAX_SESSION_DURATION;
@@ -23,6 +24,7 @@ pub fn spawn(
     request: SessionRequest,
     live: Arc<AtomicUsize>,
     recordings: SharedRecordings,
+    upstream: Option<UpstreamConfig>,
 ) -> EventStream {
     let (to_session, mut from_client) = mpsc::channel(STREAM_CAPACITY);
     let (to_client, from_session) = mpsc::channel(STREAM_CAPACITY);
@@ -31,6 +33,7 @@ pub fn spawn(
     tokio::spawn(async move {
         let _count = Live(live);
         let random = hex::encode(rand::random::<[u8; 12]>());
+        let mut from_upstream = None;
         let session = match request {
             SessionRequest::Live { id } => {
                 match await_start(id, expires, &mut from_client, &to_client).await {
@@ -38,10 +41,28 @@ pub fn spawn(
                     None => return,
                 }
             }
+            SessionRequest::Upstream(call) => {
+                let mut session = WsSession::bridged(format!("sess_{random}"), &call);
+                match &upstream {
+                    Some(cfg) => {
+                        let (link, events) =
+                            link::open_to_channel(cfg.url_for(&call.model), cfg.key.clone());
+                        session.attach_upstream(Instant::now(), link);
+                        from_upstream = Some(events);
+                    }
+                    None => session.on_upstream(
+                        Instant::now(),
+                        UpstreamEvent::Closed(LinkEnd::Unreachable(
+                            "this transceiver has no --upstream".into(),
+                        )),
+                    ),
+                }
+                session
+            }
             request => WsSession::new(format!("sess_{random}"), &request, expires),
         };
         let mut session = session;
-        run(&mut session, from_client, to_client).await;
+        run(&mut session, from_client, to_client, from_upstream).await;
         if let Some(wav) = session.take_recording() {
             let now = std::time::Instant::now();
             crate::call::recording::lock(&recordings).insert(now, session.id.clone(), wav);
@@ -64,6 +85,7 @@ async fn run(
     session: &mut WsSession,
     mut from_client: mpsc::Receiver<String>,
     to_client: mpsc::Sender<String>,
+    mut from_upstream: Option<mpsc::Receiver<UpstreamEvent>>,
 ) {
     let (job_tx, mut job_rx) = mpsc::unbounded_channel::<JobDone>();
     let expires_at = tokio::time::Instant::now() + MAX_SESSION;
@@ -93,6 +115,9 @@ async fn run(
                 None => break,
             },
             Some(done) = job_rx.recv() => session.on_job_done(Instant::now(), done),
+            Some(event) = next_upstream(&mut from_upstream) => {
+                session.on_upstream(Instant::now(), event)
+            }
             () = sleep_until(timer) => session.handle_timeout(Instant::now()),
             () = tokio::time::sleep_until(expires_at), if !expired => {
                 expired = true;
@@ -120,6 +145,14 @@ async fn await_start(
             Ok(session) => return Some(session),
             Err(error) => to_client.send(error).await.ok()?,
         }
+    }
+}
+
+/// The next event of a bridged session's link; never, for a session with none.
+async fn next_upstream(rx: &mut Option<mpsc::Receiver<UpstreamEvent>>) -> Option<UpstreamEvent> {
+    match rx {
+        Some(rx) => rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

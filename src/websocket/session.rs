@@ -33,6 +33,8 @@ pub enum SessionRequest {
         session: Option<serde_json::Value>,
     },
     Transcription,
+    /// A session passed through to the upstream model (see [`crate::upstream`]).
+    Upstream(crate::upstream::UpstreamCall),
     /// A Live session; `id` is minted by signaling, which placed it, so the session can be
     /// found again by it (its recording, `GET /v1/live/sessions/{id}/content`).
     Live {
@@ -55,7 +57,9 @@ impl WsSession {
     pub fn new(id: String, request: &SessionRequest, expires_at_unix: u64) -> WsSession {
         let (model, session) = match request {
             SessionRequest::Realtime { model, session } => (model.clone(), session.as_ref()),
-            SessionRequest::Transcription | SessionRequest::Live { .. } => (ModelKind::Echo, None),
+            SessionRequest::Transcription
+            | SessionRequest::Live { .. }
+            | SessionRequest::Upstream(_) => (ModelKind::Echo, None),
         };
         let mut conv = Conversation::new(id.clone(), &model);
         conv.set_transport(Transport::WebSocket);
@@ -104,6 +108,30 @@ impl WsSession {
         }
         session.pump(Instant::now());
         Ok(session)
+    }
+
+    /// A session passed through to the upstream model; its link comes from the host
+    /// ([`Self::attach_upstream`]), and `session.created` from the upstream.
+    pub fn bridged(id: String, call: &crate::upstream::UpstreamCall) -> WsSession {
+        let bridge = crate::upstream::Bridge::stream(Instant::now(), &call.session);
+        let mut session = WsSession {
+            call: Call::stream_bridged(id.clone(), bridge),
+            id,
+            outbox: VecDeque::new(),
+            ended: false,
+        };
+        session.call.on_channel_open();
+        session
+    }
+
+    pub fn attach_upstream(&mut self, now: Instant, link: crate::upstream::UpstreamLink) {
+        self.call.attach_upstream(link);
+        self.pump(now);
+    }
+
+    pub fn on_upstream(&mut self, now: Instant, event: crate::upstream::UpstreamEvent) {
+        self.call.on_upstream(now, event);
+        self.pump(now);
     }
 
     fn with_engine(id: String, engine: Engine) -> WsSession {

@@ -55,6 +55,7 @@ struct Cluster {
 async fn start_transceiver(redis_url: &str, media: SocketAddr) -> RunningTransceiver {
     let base = free_udp_base(2);
     transceiver::start(TransceiverRoleConfig {
+        upstream: None,
         cluster: 0,
         id: None,
         bind: format!("127.0.0.1:{base}").parse().unwrap(),
@@ -103,6 +104,7 @@ async fn start_cluster() -> Cluster {
         start_transceiver(&redis_url, relay.public_addr).await,
     ];
     let signaling = signaling::start(SignalingRoleConfig {
+        upstream: None,
         http: "127.0.0.1:0".parse().unwrap(),
         admin: Some("127.0.0.1:0".parse().unwrap()),
         redis_url: redis_url.clone(),

@@ -242,6 +242,7 @@ impl Net {
             workers: 1,
             capacity: Default::default(),
             link_sources: Default::default(),
+            upstream: None,
         };
         let ep = Endpoint::new(now, cfg, 0, SERVER.parse().unwrap(), certificate());
         Net {

@@ -1,0 +1,760 @@
+//! One call's bridge to its upstream model: the caller's events and audio up, the model's
+//! events and audio down. Sans-I/O, like the engines it stands in for: the call feeds it
+//! text, frames, upstream events and the time, and drains what it queued
+//! ([`Bridge::poll_frame`] for the caller, [`Bridge::poll_upstream`] for the model,
+//! [`Bridge::next_audio`] for the RTP track).
+//!
+//! On WebRTC (`audio: Some`) the bridge does what OpenAI's WebRTC side does over its
+//! WebSocket protocol:
+//! - the upstream always speaks `audio/pcm` at 24 kHz both ways, whatever the browser
+//!   negotiated: caller frames are decoded and sent as `input_audio_buffer.append`, and the
+//!   model's `response.output_audio.delta`s become paced frames of the call's codec (they are
+//!   not forwarded: WebRTC never sends them on `oai-events`);
+//! - `output_audio_buffer.started`/`stopped`/`cleared` come from its own playout;
+//! - a barge-in (the upstream's `speech_started` while audio plays, with `interrupt_response`)
+//!   or the client's `output_audio_buffer.clear` stops the playout, cancels the response if it
+//!   is still running and truncates the item to the milliseconds heard.
+//!
+//! On a WebSocket (`audio: None`) the formats are the client's and the bridge passes every
+//! event both ways as it is.
+//!
+//! Either way the connect-time session goes up first as `session.update`s, and the caller's
+//! `session.created` is the upstream's session once they are applied, so it shows the
+//! session the call really has, as the service's does. The edge's own client events carry
+//! `event_id`s starting `edge_`; errors answering them are the edge's business, not the
+//! caller's (a cancel racing the model's own end of the response), and are only logged.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::link::{CONNECT_TIMEOUT, LinkEnd};
+use crate::audio::Codec;
+use crate::audio::codec::Decoder;
+use crate::audio::player::Player;
+use crate::realtime::{ClientError, RealtimeServerEvent, ServerEventFrame};
+
+/// Events for the caller held until its channel opens; past this the upstream is flooding a
+/// call that is not there, and the call fails.
+const MAX_HELD: usize = 4096;
+
+/// What the edge sends upstream of its own accord.
+#[derive(Serialize)]
+#[serde(tag = "type")]
+enum EdgeEvent<'a> {
+    #[serde(rename = "session.update")]
+    SessionUpdate {
+        event_id: String,
+        session: &'a Value,
+    },
+    #[serde(rename = "input_audio_buffer.append")]
+    Append { audio: String },
+    #[serde(rename = "response.cancel")]
+    Cancel {
+        event_id: String,
+        response_id: &'a str,
+    },
+    #[serde(rename = "conversation.item.truncate")]
+    Truncate {
+        event_id: String,
+        item_id: &'a str,
+        content_index: u32,
+        audio_end_ms: u64,
+    },
+}
+
+impl EdgeEvent<'_> {
+    fn text(&self) -> String {
+        serde_json::to_string(self).expect("edge events serialize")
+    }
+}
+
+/// The fields of an upstream or client event the bridge acts on; the rest passes untouched.
+#[derive(Deserialize, Default)]
+struct Peek<'a> {
+    #[serde(rename = "type", borrow, default)]
+    kind: &'a str,
+    #[serde(default)]
+    response_id: Option<String>,
+    #[serde(default)]
+    item_id: Option<String>,
+    #[serde(default)]
+    content_index: Option<u32>,
+    #[serde(default, borrow)]
+    delta: Option<&'a str>,
+    #[serde(default)]
+    response: Option<IdOnly>,
+    #[serde(default)]
+    error: Option<ErrorPeek>,
+}
+
+#[derive(Deserialize)]
+struct IdOnly {
+    id: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct ErrorPeek {
+    event_id: Option<String>,
+}
+
+/// The session's settings the bridge follows.
+#[derive(Deserialize, Default)]
+struct SessionPeek {
+    #[serde(default)]
+    audio: Option<AudioPeek>,
+}
+#[derive(Deserialize, Default)]
+struct AudioPeek {
+    #[serde(default)]
+    input: Option<InputPeek>,
+}
+#[derive(Deserialize, Default)]
+struct InputPeek {
+    #[serde(default)]
+    turn_detection: Option<TurnPeek>,
+}
+#[derive(Deserialize)]
+struct TurnPeek {
+    #[serde(default = "yes")]
+    interrupt_response: bool,
+}
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the upstream's `session.created` (and the connect-time updates' answers).
+    Connecting,
+    Open,
+    /// Failed or ended: nothing more goes up or comes down.
+    Over,
+}
+
+/// One response's audio on its way to the caller.
+struct Playing {
+    player: Player,
+    response_id: String,
+    item_id: String,
+    content_index: u32,
+    started: bool,
+}
+
+/// The WebRTC side: the call's codec both ways, caller audio up, model audio played out.
+struct RtpAudio {
+    codec: Codec,
+    decoder: Decoder,
+    /// 24 kHz caller audio not yet a whole append.
+    pending: Vec<i16>,
+    append_samples: usize,
+    /// The response playing first, then any queued behind it.
+    playout: VecDeque<Playing>,
+    /// The last 24 kHz sample of the model's audio, for interpolating the next delta's first.
+    last_model_sample: i16,
+    interrupt_response: bool,
+}
+
+pub struct Bridge {
+    audio: Option<RtpAudio>,
+    phase: Phase,
+    created: Instant,
+    /// Connect-time `session.update`s whose `session.updated` has not come back.
+    updates_unanswered: usize,
+    /// The session as the upstream last described it (for a sideband's `session.created`).
+    session: Option<Value>,
+    /// Responses the upstream has created and not finished.
+    active: Vec<String>,
+    to_upstream: VecDeque<String>,
+    to_client: VecDeque<String>,
+    channel_open: bool,
+    end_requested: bool,
+    end_taken: bool,
+    next_id: u64,
+}
+
+impl Bridge {
+    /// A bridge for a WebRTC call in `codec`, sending caller audio in `append_ms` appends.
+    pub fn rtp(now: Instant, codec: Codec, append_ms: u32, session: &[Value]) -> Bridge {
+        let audio = RtpAudio {
+            codec,
+            decoder: Decoder::new(codec),
+            pending: Vec::new(),
+            append_samples: 24 * append_ms as usize,
+            playout: VecDeque::new(),
+            last_model_sample: 0,
+            interrupt_response: true,
+        };
+        // The upstream speaks PCM at 24 kHz whatever the browser negotiated, and the edge
+        // needs its audio (for `output_audio_buffer.*`), so that goes first.
+        let pcm = serde_json::json!({
+            "type": "realtime",
+            "audio": {
+                "input": {"format": {"type": "audio/pcm", "rate": 24000}},
+                "output": {"format": {"type": "audio/pcm", "rate": 24000}},
+            }
+        });
+        let mut layers: Vec<Value> = session.to_vec();
+        for layer in &mut layers {
+            force_pcm(layer);
+        }
+        layers.push(pcm);
+        Bridge::with(now, Some(audio), &layers)
+    }
+
+    /// A bridge for a WebSocket session: events pass as they are, formats are the client's.
+    pub fn stream(now: Instant, session: &[Value]) -> Bridge {
+        let mut b = Bridge::with(now, None, session);
+        b.channel_open = true;
+        b
+    }
+
+    fn with(now: Instant, audio: Option<RtpAudio>, layers: &[Value]) -> Bridge {
+        let mut b = Bridge {
+            audio,
+            phase: Phase::Connecting,
+            created: now,
+            updates_unanswered: 0,
+            session: None,
+            active: Vec::new(),
+            to_upstream: VecDeque::new(),
+            to_client: VecDeque::new(),
+            channel_open: false,
+            end_requested: false,
+            end_taken: false,
+            next_id: 0,
+        };
+        for layer in layers {
+            // `session.update` names its session's type; a connect-time layer may not.
+            let mut layer = layer.clone();
+            if let Some(obj) = layer.as_object_mut() {
+                obj.entry("type").or_insert_with(|| "realtime".into());
+            }
+            let layer = &layer;
+            let event_id = b.edge_id("session");
+            b.to_upstream.push_back(
+                EdgeEvent::SessionUpdate {
+                    event_id,
+                    session: layer,
+                }
+                .text(),
+            );
+            b.updates_unanswered += 1;
+        }
+        b
+    }
+
+    fn edge_id(&mut self, what: &str) -> String {
+        self.next_id += 1;
+        format!("edge_{what}_{}", self.next_id)
+    }
+
+    /// The caller's event channel is open: what waited for it goes out.
+    pub fn on_channel_open(&mut self) {
+        self.channel_open = true;
+    }
+
+    /// A client event, from the caller's channel or a sideband.
+    pub fn on_client_text(&mut self, now: Instant, text: &str) {
+        if self.phase == Phase::Over {
+            return;
+        }
+        let peek: Peek = serde_json::from_str(text).unwrap_or_default();
+        if self.audio.is_some() {
+            match peek.kind {
+                // What only WebRTC has is answered here: the upstream has no playout.
+                "output_audio_buffer.clear" => {
+                    self.interrupt(now);
+                    return;
+                }
+                // The upstream's formats are the edge's to choose on WebRTC.
+                "session.update" => {
+                    if let Ok(mut event) = serde_json::from_str::<Value>(text)
+                        && let Some(session) = event.get_mut("session")
+                    {
+                        force_pcm(session);
+                        self.to_upstream.push_back(event.to_string());
+                        return;
+                    }
+                }
+                _ => {}
+            }
+        }
+        self.to_upstream.push_back(text.to_owned());
+    }
+
+    /// One frame of the caller's audio (WebRTC): decoded, halved to 24 kHz and sent up in
+    /// appends of the configured length.
+    pub fn on_rtp(&mut self, payload: &[u8]) {
+        if self.phase == Phase::Over {
+            return;
+        }
+        let Some(a) = &mut self.audio else {
+            return;
+        };
+        let Ok(pcm48) = a.decoder.decode(payload) else {
+            return;
+        };
+        a.pending.extend(
+            pcm48
+                .chunks_exact(2)
+                .map(|p| ((i32::from(p[0]) + i32::from(p[1])) / 2) as i16),
+        );
+        while a.pending.len() >= a.append_samples {
+            let chunk: Vec<u8> = a
+                .pending
+                .drain(..a.append_samples)
+                .flat_map(i16::to_le_bytes)
+                .collect();
+            let audio = base64::engine::general_purpose::STANDARD.encode(chunk);
+            self.to_upstream
+                .push_back(EdgeEvent::Append { audio }.text());
+        }
+    }
+
+    /// An event from the upstream's link.
+    pub fn on_upstream(&mut self, now: Instant, event: super::UpstreamEvent) {
+        match event {
+            super::UpstreamEvent::Open => {}
+            super::UpstreamEvent::Text(text) => self.on_upstream_text(now, text),
+            super::UpstreamEvent::Closed(end) => self.fail(&end),
+        }
+    }
+
+    fn on_upstream_text(&mut self, now: Instant, text: String) {
+        if self.phase == Phase::Over {
+            return;
+        }
+        let peek: Peek = match serde_json::from_str(&text) {
+            Ok(p) => p,
+            Err(_) => {
+                log::warn!("upstream sent a frame that is not an event; passed on as it is");
+                return self.to_caller(text);
+            }
+        };
+        match peek.kind {
+            "session.created" | "session.updated" => return self.on_session(&text, peek.kind),
+            "error" => {
+                let ours = peek
+                    .error
+                    .and_then(|e| e.event_id)
+                    .is_some_and(|id| id.starts_with("edge_"));
+                if ours {
+                    log::info!("upstream refused an edge event: {text}");
+                    return;
+                }
+            }
+            "response.created" => {
+                if let Some(id) = peek.response.and_then(|r| r.id) {
+                    self.active.push(id);
+                }
+            }
+            "response.done" => {
+                if let Some(id) = peek.response.and_then(|r| r.id) {
+                    self.active.retain(|a| *a != id);
+                    self.finish_audio(&id);
+                }
+            }
+            _ => {}
+        }
+        if self.audio.is_some() {
+            match peek.kind {
+                "response.output_audio.delta" => {
+                    if let (Some(rid), Some(delta)) = (peek.response_id, peek.delta) {
+                        let item = peek.item_id.unwrap_or_default();
+                        self.on_delta(rid, item, peek.content_index.unwrap_or(0), delta);
+                    }
+                    return;
+                }
+                "response.output_audio.done" => {
+                    if let Some(rid) = &peek.response_id {
+                        self.finish_audio(rid);
+                    }
+                }
+                "input_audio_buffer.speech_started" => {
+                    self.to_caller(text);
+                    let barge = self.audio.as_ref().is_some_and(|a| {
+                        a.interrupt_response && a.playout.front().is_some_and(|p| p.started)
+                    });
+                    if barge {
+                        self.interrupt(now);
+                    }
+                    return;
+                }
+                _ => {}
+            }
+        }
+        self.to_caller(text);
+    }
+
+    /// The upstream's session, shown as the call has it; the connect-time updates' answers
+    /// become the one `session.created` the caller sees.
+    fn on_session(&mut self, text: &str, kind: &str) {
+        let Ok(mut event) = serde_json::from_str::<Value>(text) else {
+            return;
+        };
+        if let (Some(a), Some(session)) = (&self.audio, event.get_mut("session")) {
+            show_formats(session, a.codec);
+        }
+        if let Some(session) = event.get("session") {
+            if let Some(a) = &mut self.audio {
+                let peek: SessionPeek = serde_json::from_value(session.clone()).unwrap_or_default();
+                if let Some(td) = peek
+                    .audio
+                    .and_then(|a| a.input)
+                    .and_then(|i| i.turn_detection)
+                {
+                    a.interrupt_response = td.interrupt_response;
+                }
+            }
+            self.session = Some(session.clone());
+        }
+        match (kind, self.phase) {
+            ("session.created", Phase::Connecting) if self.updates_unanswered > 0 => {}
+            ("session.created", Phase::Connecting) => {
+                self.phase = Phase::Open;
+                self.to_caller(event.to_string());
+            }
+            ("session.updated", Phase::Connecting) => {
+                self.updates_unanswered = self.updates_unanswered.saturating_sub(1);
+                if self.updates_unanswered == 0 {
+                    self.phase = Phase::Open;
+                    event["type"] = "session.created".into();
+                    self.to_caller(event.to_string());
+                }
+            }
+            _ => self.to_caller(event.to_string()),
+        }
+    }
+
+    fn on_delta(&mut self, response_id: String, item_id: String, content_index: u32, b64: &str) {
+        let Some(a) = &mut self.audio else {
+            return;
+        };
+        let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64) else {
+            log::warn!("upstream audio delta for {response_id} is not base64; dropped");
+            return;
+        };
+        // 24 → 48 kHz by linear interpolation: each sample, preceded by its midpoint with the
+        // one before (carried across deltas, so their joins are smooth).
+        let mut pcm48 = Vec::with_capacity(bytes.len());
+        for b in bytes.chunks_exact(2) {
+            let s = i16::from_le_bytes([b[0], b[1]]);
+            pcm48.push(((i32::from(a.last_model_sample) + i32::from(s)) / 2) as i16);
+            pcm48.push(s);
+            a.last_model_sample = s;
+        }
+        if let Some(p) = a
+            .playout
+            .iter_mut()
+            .find(|p| p.response_id == response_id && p.player.is_open())
+        {
+            p.player.push_pcm(&pcm48);
+            return;
+        }
+        let mut player = Player::streaming(response_id.clone(), a.codec);
+        player.push_pcm(&pcm48);
+        a.playout.push_back(Playing {
+            player,
+            response_id,
+            item_id,
+            content_index,
+            started: false,
+        });
+    }
+
+    /// A response's audio is complete: its playout ends when what came has played.
+    fn finish_audio(&mut self, response_id: &str) {
+        if let Some(a) = &mut self.audio {
+            for p in a
+                .playout
+                .iter_mut()
+                .filter(|p| p.response_id == response_id)
+            {
+                p.player.finish();
+            }
+        }
+    }
+
+    /// Barge-in or `output_audio_buffer.clear`: the playout stops, the response (if still
+    /// running) is cancelled, and the item is truncated to what the caller heard.
+    fn interrupt(&mut self, now: Instant) {
+        let Some(a) = &mut self.audio else {
+            return;
+        };
+        let playing = a.playout.pop_front();
+        a.playout.clear();
+        let Some(mut p) = playing else {
+            self.edge_event(RealtimeServerEvent::OutputBufferCleared { response_id: None });
+            return;
+        };
+        let heard = p.player.heard_ms(now);
+        p.player.stop();
+        self.edge_event(RealtimeServerEvent::OutputBufferCleared {
+            response_id: Some(p.response_id.clone()),
+        });
+        if self.active.contains(&p.response_id) {
+            let event_id = self.edge_id("cancel");
+            self.to_upstream.push_back(
+                EdgeEvent::Cancel {
+                    event_id,
+                    response_id: &p.response_id,
+                }
+                .text(),
+            );
+        }
+        if p.started && !p.item_id.is_empty() {
+            let event_id = self.edge_id("truncate");
+            self.to_upstream.push_back(
+                EdgeEvent::Truncate {
+                    event_id,
+                    item_id: &p.item_id,
+                    content_index: p.content_index,
+                    audio_end_ms: heard,
+                }
+                .text(),
+            );
+        }
+    }
+
+    /// The next frame of the model's audio due now, in the call's codec and its RTP ticks.
+    pub fn next_audio(&mut self, now: Instant) -> Option<(Bytes, u32)> {
+        loop {
+            let a = self.audio.as_mut()?;
+            let p = a.playout.front_mut()?;
+            if let Some(f) = p.player.next_frame(now) {
+                if !p.started {
+                    p.started = true;
+                    let response_id = Some(p.response_id.clone());
+                    self.edge_event(RealtimeServerEvent::OutputBufferStarted { response_id });
+                }
+                return Some((f.payload, f.samples));
+            }
+            if !p.player.is_done() {
+                return None;
+            }
+            let done = a.playout.pop_front().expect("the front is there");
+            if done.started {
+                self.edge_event(RealtimeServerEvent::OutputBufferStopped {
+                    response_id: Some(done.response_id),
+                });
+            }
+        }
+    }
+
+    /// When the bridge next needs the time: the playout's next frame, or the connect deadline.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let playout = self
+            .audio
+            .as_ref()
+            .and_then(|a| a.playout.front())
+            .and_then(|p| p.player.next_deadline());
+        let connect = (self.phase == Phase::Connecting).then(|| self.created + CONNECT_TIMEOUT);
+        [playout, connect].into_iter().flatten().min()
+    }
+
+    pub fn on_timeout(&mut self, now: Instant) {
+        if self.phase == Phase::Connecting && now >= self.created + CONNECT_TIMEOUT {
+            self.fail(&LinkEnd::Timeout);
+        }
+    }
+
+    /// The link's queue is full: the upstream stopped reading.
+    pub fn on_stalled(&mut self) {
+        self.fail(&LinkEnd::Stalled);
+    }
+
+    /// The upstream failed or went away: the caller hears why, and the call ends.
+    fn fail(&mut self, end: &LinkEnd) {
+        if self.phase == Phase::Over {
+            return;
+        }
+        log::warn!("upstream link ended: {end:?}");
+        let (code, message) = describe(end);
+        self.edge_event(RealtimeServerEvent::Error {
+            error: ClientError::server(code, message).into_object(),
+        });
+        self.stop();
+    }
+
+    /// The session hit its maximum duration: the service's `error`, then the end.
+    pub fn expire(&mut self) {
+        if self.phase == Phase::Over {
+            return;
+        }
+        self.edge_event(RealtimeServerEvent::Error {
+            error: ClientError::new(
+                "session_expired",
+                "Your session hit the maximum duration of 60 minutes.",
+            )
+            .into_object(),
+        });
+        self.stop();
+    }
+
+    fn stop(&mut self) {
+        self.phase = Phase::Over;
+        self.to_upstream.clear();
+        if let Some(a) = &mut self.audio {
+            a.playout.clear();
+        }
+        self.end_requested = true;
+    }
+
+    /// Whether the link should close: the bridge is over.
+    pub fn is_over(&self) -> bool {
+        self.phase == Phase::Over
+    }
+
+    /// True once, when the call should end: after the bridge is over and its last events
+    /// can reach the caller (its channel is open).
+    pub fn take_end(&mut self) -> bool {
+        if self.end_requested && self.channel_open && !self.end_taken {
+            self.end_taken = true;
+            return true;
+        }
+        false
+    }
+
+    /// The next event for the caller, once its channel is open.
+    pub fn poll_frame(&mut self) -> Option<String> {
+        if !self.channel_open {
+            return None;
+        }
+        self.to_client.pop_front()
+    }
+
+    /// The next frame for the upstream.
+    pub fn poll_upstream(&mut self) -> Option<String> {
+        self.to_upstream.pop_front()
+    }
+
+    /// A sideband's first frame: the session as the upstream last described it.
+    pub fn welcome_frame(&mut self) -> String {
+        let session = self
+            .session
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({}));
+        let event_id = self.edge_id("event");
+        ServerEventFrame {
+            event_id,
+            event: RealtimeServerEvent::SessionCreated { session },
+        }
+        .to_text()
+    }
+
+    /// The call's codec on WebRTC.
+    pub fn codec(&self) -> Option<Codec> {
+        self.audio.as_ref().map(|a| a.codec)
+    }
+
+    fn to_caller(&mut self, text: String) {
+        if self.to_client.len() >= MAX_HELD {
+            self.to_client.clear();
+            return self.fail(&LinkEnd::Dropped(format!(
+                "more than {MAX_HELD} upstream events waited for the caller"
+            )));
+        }
+        self.to_client.push_back(text);
+    }
+
+    fn edge_event(&mut self, event: RealtimeServerEvent) {
+        let event_id = self.edge_id("event");
+        let text = ServerEventFrame { event_id, event }.to_text();
+        self.to_client.push_back(text);
+    }
+}
+
+/// An `error` event's code and message for how the link ended.
+pub(super) fn describe(end: &LinkEnd) -> (&'static str, String) {
+    match end {
+        LinkEnd::Refused {
+            status,
+            code,
+            message,
+        } => {
+            let what = match status {
+                401 => "upstream_unauthorized",
+                403 => "upstream_forbidden",
+                404 => "upstream_not_found",
+                429 => "upstream_rate_limited",
+                _ => "upstream_refused",
+            };
+            let detail = match (code, message) {
+                (Some(c), Some(m)) => format!(" ({c}: {m})"),
+                (Some(c), None) => format!(" ({c})"),
+                (None, Some(m)) => format!(" ({m})"),
+                (None, None) => String::new(),
+            };
+            (
+                what,
+                format!("The upstream model server refused the session: HTTP {status}{detail}."),
+            )
+        }
+        LinkEnd::Unreachable(why) => (
+            "upstream_unreachable",
+            format!("The upstream model server could not be reached: {why}."),
+        ),
+        LinkEnd::Timeout => (
+            "upstream_timeout",
+            format!(
+                "The upstream model server did not open the session within {} s.",
+                CONNECT_TIMEOUT.as_secs()
+            ),
+        ),
+        LinkEnd::Dropped(why) => (
+            "upstream_disconnected",
+            format!("The upstream model server went away mid-call: {why}."),
+        ),
+        LinkEnd::Stalled => (
+            "upstream_stalled",
+            format!(
+                "The upstream model server stopped reading: {} events waited for it.",
+                super::link::SEND_QUEUE
+            ),
+        ),
+    }
+}
+
+/// Sets a session layer's formats to 24 kHz PCM, where it names them (the edge's choice on
+/// WebRTC, whatever the client asks).
+fn force_pcm(session: &mut Value) {
+    let Some(audio) = session.get_mut("audio").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for side in ["input", "output"] {
+        if let Some(s) = audio.get_mut(side).and_then(Value::as_object_mut)
+            && s.contains_key("format")
+        {
+            s.insert(
+                "format".into(),
+                serde_json::json!({"type": "audio/pcm", "rate": 24000}),
+            );
+        }
+    }
+}
+
+/// A session as WebRTC shows it: its audio in the call's codec (PCM at 24 kHz for Opus, as
+/// the service's WebRTC sessions say), not the upstream's.
+fn show_formats(session: &mut Value, codec: Codec) {
+    let format = crate::realtime::AudioFormat::from_name(codec.realtime_format())
+        .and_then(|f| serde_json::to_value(f).ok());
+    let (Some(format), Some(audio)) = (
+        format,
+        session.get_mut("audio").and_then(Value::as_object_mut),
+    ) else {
+        return;
+    };
+    for side in ["input", "output"] {
+        if let Some(s) = audio.get_mut(side).and_then(Value::as_object_mut) {
+            s.insert("format".into(), format.clone());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

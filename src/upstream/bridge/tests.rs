@@ -1,0 +1,393 @@
+//! The bridge in virtual time: an upstream played by the test, frame by frame.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::upstream::UpstreamEvent;
+
+const MS: Duration = Duration::from_millis(1);
+
+fn upstream(bridge: &mut Bridge, now: Instant, event: Value) {
+    bridge.on_upstream(now, UpstreamEvent::Text(event.to_string()));
+}
+
+fn sent_up(bridge: &mut Bridge) -> Vec<Value> {
+    std::iter::from_fn(|| bridge.poll_upstream())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .collect()
+}
+
+fn to_caller(bridge: &mut Bridge) -> Vec<Value> {
+    std::iter::from_fn(|| bridge.poll_frame())
+        .map(|t| serde_json::from_str(&t).unwrap())
+        .collect()
+}
+
+fn types(events: &[Value]) -> Vec<&str> {
+    events.iter().map(|e| e["type"].as_str().unwrap()).collect()
+}
+
+/// A bridged G.711 call whose upstream has opened its session.
+fn open_call(now: Instant) -> Bridge {
+    let mut b = Bridge::rtp(now, Codec::Pcmu, 20, &[]);
+    b.on_channel_open();
+    let session = json!({"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}, "output": {"format": {"type": "audio/pcm", "rate": 24000}}}});
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.created", "event_id": "u1", "session": session}),
+    );
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.updated", "event_id": "u2", "session": session}),
+    );
+    sent_up(&mut b);
+    to_caller(&mut b);
+    b
+}
+
+/// 24 kHz PCM16 of `ms` milliseconds, base64, as a delta carries it.
+fn delta_b64(ms: usize) -> String {
+    let bytes: Vec<u8> = (0..24 * ms)
+        .flat_map(|i| (((i % 48) as i16 - 24) * 400).to_le_bytes())
+        .collect();
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+fn delta(response_id: &str, ms: usize) -> Value {
+    json!({"type": "response.output_audio.delta", "event_id": "d", "response_id": response_id,
+           "item_id": "item_1", "output_index": 0, "content_index": 0, "delta": delta_b64(ms)})
+}
+
+/// Plays the bridge's audio out from `from` for `span`, polling every ms like a worker.
+fn play(b: &mut Bridge, from: Instant, span: Duration) -> usize {
+    let mut frames = 0;
+    let mut now = from;
+    while now <= from + span {
+        while b.next_audio(now).is_some() {
+            frames += 1;
+        }
+        now += MS;
+    }
+    frames
+}
+
+#[test]
+fn the_connect_time_session_goes_first_with_pcm_forced_and_the_caller_sees_one_created() {
+    let now = Instant::now();
+    let key_layer = json!({"type": "realtime", "instructions": "be brief",
+        "audio": {"output": {"format": {"type": "audio/pcmu"}, "voice": "marin"}}});
+    let mut b = Bridge::rtp(now, Codec::Pcmu, 20, &[key_layer]);
+    let up = sent_up(&mut b);
+    assert_eq!(types(&up), ["session.update", "session.update"]);
+    assert_eq!(up[0]["session"]["instructions"], "be brief");
+    assert_eq!(
+        up[0]["session"]["audio"]["output"]["format"],
+        json!({"type": "audio/pcm", "rate": 24000}),
+        "the upstream speaks PCM whatever the layer asked"
+    );
+    assert_eq!(up[0]["session"]["audio"]["output"]["voice"], "marin");
+    assert!(
+        up.iter()
+            .all(|e| e["event_id"].as_str().unwrap().starts_with("edge_"))
+    );
+
+    let pcm = json!({"type": "audio/pcm", "rate": 24000});
+    let session = json!({"type": "realtime", "instructions": "be brief",
+        "audio": {"input": {"format": pcm}, "output": {"format": pcm}}});
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.created", "event_id": "u1", "session": {"type": "realtime"}}),
+    );
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.updated", "event_id": "u2", "session": session}),
+    );
+    assert!(to_caller(&mut b).is_empty(), "held until the channel opens");
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.updated", "event_id": "u3", "session": session}),
+    );
+    b.on_channel_open();
+    let out = to_caller(&mut b);
+    assert_eq!(types(&out), ["session.created"]);
+    assert_eq!(out[0]["session"]["instructions"], "be brief");
+    assert_eq!(
+        out[0]["session"]["audio"]["input"]["format"]["type"], "audio/pcmu",
+        "shown as the call's codec, as WebRTC shows it"
+    );
+    assert_eq!(b.poll_timeout(), None, "no connect deadline once open");
+}
+
+#[test]
+fn caller_audio_goes_up_as_24khz_appends_of_the_configured_length() {
+    let now = Instant::now();
+    let mut b = Bridge::rtp(now, Codec::Pcmu, 40, &[]);
+    sent_up(&mut b);
+    let frame = vec![0x55u8; 160]; // 20 ms of G.711
+    b.on_rtp(&frame);
+    assert!(sent_up(&mut b).is_empty(), "20 ms is half an append");
+    b.on_rtp(&frame);
+    let up = sent_up(&mut b);
+    assert_eq!(types(&up), ["input_audio_buffer.append"]);
+    let audio = base64::engine::general_purpose::STANDARD
+        .decode(up[0]["audio"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(audio.len(), 24 * 40 * 2, "40 ms of PCM16 at 24 kHz");
+}
+
+#[test]
+fn model_audio_plays_as_paced_rtp_with_the_buffer_events_and_no_deltas() {
+    let t0 = Instant::now();
+    let mut b = open_call(t0);
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "response.created", "event_id": "e", "response": {"id": "resp_1"}}),
+    );
+    upstream(&mut b, t0, delta("resp_1", 100));
+    upstream(&mut b, t0, delta("resp_1", 100));
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "response.output_audio.done", "event_id": "e", "response_id": "resp_1", "item_id": "item_1"}),
+    );
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "response.done", "event_id": "e", "response": {"id": "resp_1", "status": "completed"}}),
+    );
+    // Generation ran ahead: the whole response is told before the audio has played.
+    let first = play(&mut b, t0, 50 * MS);
+    let out = to_caller(&mut b);
+    assert_eq!(
+        types(&out),
+        [
+            "response.created",
+            "response.output_audio.done",
+            "response.done",
+            "output_audio_buffer.started"
+        ]
+    );
+    assert_eq!(out[3]["response_id"], "resp_1");
+    let rest = play(&mut b, t0 + 51 * MS, 400 * MS);
+    assert_eq!(first + rest, 10, "200 ms in 20 ms frames");
+    let out = to_caller(&mut b);
+    assert_eq!(types(&out), ["output_audio_buffer.stopped"]);
+    assert!(sent_up(&mut b).is_empty(), "nothing to cancel or truncate");
+}
+
+#[test]
+fn a_barge_in_stops_the_playout_cancels_a_running_response_and_truncates_to_what_was_heard() {
+    let t0 = Instant::now();
+    let mut b = open_call(t0);
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "response.created", "event_id": "e", "response": {"id": "resp_1"}}),
+    );
+    upstream(&mut b, t0, delta("resp_1", 1000));
+    play(&mut b, t0, 300 * MS);
+    to_caller(&mut b);
+    let at = t0 + 300 * MS;
+    upstream(
+        &mut b,
+        at,
+        json!({"type": "input_audio_buffer.speech_started", "event_id": "e", "audio_start_ms": 900, "item_id": "item_2"}),
+    );
+    let out = to_caller(&mut b);
+    assert_eq!(
+        types(&out),
+        [
+            "input_audio_buffer.speech_started",
+            "output_audio_buffer.cleared"
+        ]
+    );
+    let up = sent_up(&mut b);
+    assert_eq!(
+        types(&up),
+        ["response.cancel", "conversation.item.truncate"]
+    );
+    assert_eq!(up[0]["response_id"], "resp_1");
+    assert_eq!(up[1]["item_id"], "item_1");
+    let heard = up[1]["audio_end_ms"].as_u64().unwrap();
+    assert!(
+        (280..=300).contains(&heard),
+        "heard {heard} ms of 300 ms played"
+    );
+    assert_eq!(
+        play(&mut b, at, 200 * MS),
+        0,
+        "not a frame after the barge-in"
+    );
+    // The upstream's answer to the edge's own cancel (a race with its own end) is not the
+    // caller's business; its truncation is.
+    upstream(
+        &mut b,
+        at,
+        json!({"type": "error", "event_id": "e", "error": {"type": "invalid_request_error", "code": "response_cancel_not_active", "message": "no", "event_id": up[0]["event_id"]}}),
+    );
+    upstream(
+        &mut b,
+        at,
+        json!({"type": "conversation.item.truncated", "event_id": "e", "item_id": "item_1", "content_index": 0, "audio_end_ms": heard}),
+    );
+    assert_eq!(types(&to_caller(&mut b)), ["conversation.item.truncated"]);
+}
+
+#[test]
+fn speech_without_playout_or_with_interrupt_response_off_interrupts_nothing() {
+    let t0 = Instant::now();
+    let mut b = open_call(t0);
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "input_audio_buffer.speech_started", "event_id": "e"}),
+    );
+    assert_eq!(
+        types(&to_caller(&mut b)),
+        ["input_audio_buffer.speech_started"]
+    );
+    assert!(sent_up(&mut b).is_empty());
+
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "session.updated", "event_id": "e",
+        "session": {"audio": {"input": {"turn_detection": {"type": "server_vad", "interrupt_response": false}}}}}),
+    );
+    upstream(&mut b, t0, delta("resp_1", 500));
+    play(&mut b, t0, 100 * MS);
+    to_caller(&mut b);
+    upstream(
+        &mut b,
+        t0 + 100 * MS,
+        json!({"type": "input_audio_buffer.speech_started", "event_id": "e"}),
+    );
+    assert_eq!(
+        types(&to_caller(&mut b)),
+        ["input_audio_buffer.speech_started"]
+    );
+    assert!(play(&mut b, t0 + 100 * MS, 100 * MS) > 0, "still playing");
+}
+
+#[test]
+fn the_clients_clear_is_answered_by_the_edge_and_never_reaches_the_upstream() {
+    let t0 = Instant::now();
+    let mut b = open_call(t0);
+    upstream(&mut b, t0, delta("resp_1", 500));
+    play(&mut b, t0, 100 * MS);
+    to_caller(&mut b);
+    b.on_client_text(t0 + 100 * MS, r#"{"type":"output_audio_buffer.clear"}"#);
+    assert_eq!(types(&to_caller(&mut b)), ["output_audio_buffer.cleared"]);
+    let up = sent_up(&mut b);
+    assert_eq!(
+        types(&up),
+        ["conversation.item.truncate"],
+        "no cancel: not running"
+    );
+    // Everything else a client sends goes up as it was sent; a session.update keeps PCM.
+    b.on_client_text(
+        t0,
+        r#"{"type":"conversation.item.create","item":{"type":"message"}}"#,
+    );
+    b.on_client_text(t0, r#"{"type":"session.update","session":{"type":"realtime","audio":{"input":{"format":{"type":"audio/pcmu"}}}}}"#);
+    let up = sent_up(&mut b);
+    assert_eq!(
+        up[0],
+        json!({"type":"conversation.item.create","item":{"type":"message"}})
+    );
+    assert_eq!(
+        up[1]["session"]["audio"]["input"]["format"]["type"],
+        "audio/pcm"
+    );
+}
+
+#[test]
+fn a_refusal_is_an_error_naming_it_then_the_end_once_the_caller_can_hear_it() {
+    let now = Instant::now();
+    let mut b = Bridge::rtp(now, Codec::Opus, 20, &[]);
+    b.on_upstream(
+        now,
+        UpstreamEvent::Closed(LinkEnd::Refused {
+            status: 401,
+            code: Some("invalid_api_key".into()),
+            message: Some("Incorrect API key provided: [upstream key].".into()),
+        }),
+    );
+    assert!(b.is_over());
+    assert!(!b.take_end(), "the channel is not open yet");
+    b.on_channel_open();
+    let out = to_caller(&mut b);
+    assert_eq!(types(&out), ["error"]);
+    assert_eq!(out[0]["error"]["code"], "upstream_unauthorized");
+    assert_eq!(out[0]["error"]["type"], "server_error");
+    let message = out[0]["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("HTTP 401") && message.contains("invalid_api_key"),
+        "{message}"
+    );
+    assert!(b.take_end());
+    assert!(!b.take_end(), "once");
+    b.on_rtp(&[0u8; 3]);
+    assert!(sent_up(&mut b).is_empty(), "nothing goes up after the end");
+}
+
+#[test]
+fn an_upstream_that_never_opens_the_session_times_out_and_a_dropped_one_ends_the_call() {
+    let t0 = Instant::now();
+    let mut b = Bridge::rtp(t0, Codec::Opus, 20, &[]);
+    b.on_channel_open();
+    let deadline = b.poll_timeout().unwrap();
+    assert_eq!(deadline, t0 + CONNECT_TIMEOUT);
+    b.on_timeout(deadline - MS);
+    assert!(!b.is_over());
+    b.on_timeout(deadline);
+    let out = to_caller(&mut b);
+    assert_eq!(out[0]["error"]["code"], "upstream_timeout");
+    assert!(b.take_end());
+
+    let mut b = open_call(t0);
+    upstream(&mut b, t0, delta("resp_1", 500));
+    b.on_upstream(
+        t0,
+        UpstreamEvent::Closed(LinkEnd::Dropped("the upstream connection ended".into())),
+    );
+    assert_eq!(
+        play(&mut b, t0, 100 * MS),
+        0,
+        "the playout stops with the upstream"
+    );
+    let out = to_caller(&mut b);
+    assert_eq!(out[0]["error"]["code"], "upstream_disconnected");
+    assert!(b.take_end());
+}
+
+#[test]
+fn on_a_websocket_everything_passes_as_it_is() {
+    let now = Instant::now();
+    let mut b = Bridge::stream(now, &[]);
+    assert!(sent_up(&mut b).is_empty(), "no session of the edge's own");
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.created", "event_id": "u1", "session": {"type": "realtime"}}),
+    );
+    upstream(&mut b, now, delta("resp_1", 20));
+    let out = to_caller(&mut b);
+    assert_eq!(
+        types(&out),
+        ["session.created", "response.output_audio.delta"]
+    );
+    assert_eq!(out[1]["delta"], delta_b64(20));
+    let append = r#"{"type":"input_audio_buffer.append","audio":"AAAA"}"#;
+    b.on_client_text(now, append);
+    assert_eq!(b.poll_upstream().as_deref(), Some(append));
+    assert!(b.welcome_frame().contains("session.created"));
+}
