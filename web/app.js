@@ -567,6 +567,22 @@ import * as tools from './panes/tools.js';
     ui.model.addEventListener('change', showName);
     showName();
   }
+  // With --upstream, a real model answers: offered first and chosen by default. The stubs stay.
+  ve.upstream = fetch('/demo/config.json')
+    .then((r) => (r.ok ? r.json() : {}))
+    .then((cfg) => {
+      const model = cfg && cfg.upstream_model;
+      if (model && ui.model) {
+        const opt = document.createElement('option');
+        opt.value = model;
+        opt.textContent = `${model} (upstream model)`;
+        ui.model.prepend(opt);
+        ui.model.value = model;
+        ui.model.dispatchEvent(new Event('change'));
+      }
+      return model || null;
+    })
+    .catch(() => null);
 
   // Typed text goes the way the Realtime SDK's sendMessage sends it: a user message item, then
   // response.create; the model answers in speech.

@@ -212,6 +212,7 @@ impl Signaling {
             .route("/v1/live/sessions/{id}/attach", get(live::attach))
             .route("/v1/live/sessions/{id}/content", get(live::content))
             .route("/health", get(health))
+            .route("/demo/config.json", get(demo_config))
             .fallback(any(web::serve))
             .layer(cors);
         let router = if admin {
@@ -254,6 +255,13 @@ async fn health(State(sig): State<Signaling>) -> Response {
         "upstream": upstream,
     });
     (status, axum::Json(body)).into_response()
+}
+
+/// What the demo page offers: the upstream's default model when there is one (never its URL
+/// or key, which are the server's).
+async fn demo_config(State(sig): State<Signaling>) -> Json<Value> {
+    let model = sig.upstream.as_ref().map(|u| u.model.clone());
+    Json(json!({ "upstream_model": model }))
 }
 
 fn bearer(headers: &HeaderMap) -> Option<&str> {

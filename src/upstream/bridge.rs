@@ -333,7 +333,7 @@ impl Bridge {
             Ok(p) => p,
             Err(_) => {
                 log::warn!("upstream sent a frame that is not an event; passed on as it is");
-                return self.to_caller(text);
+                return self.for_caller(text);
             }
         };
         match peek.kind {
@@ -376,7 +376,7 @@ impl Bridge {
                     }
                 }
                 "input_audio_buffer.speech_started" => {
-                    self.to_caller(text);
+                    self.for_caller(text);
                     let barge = self.audio.as_ref().is_some_and(|a| {
                         a.interrupt_response && a.playout.front().is_some_and(|p| p.started)
                     });
@@ -388,7 +388,7 @@ impl Bridge {
                 _ => {}
             }
         }
-        self.to_caller(text);
+        self.for_caller(text);
     }
 
     /// The upstream's session, shown as the call has it; the connect-time updates' answers
@@ -417,17 +417,17 @@ impl Bridge {
             ("session.created", Phase::Connecting) if self.updates_unanswered > 0 => {}
             ("session.created", Phase::Connecting) => {
                 self.phase = Phase::Open;
-                self.to_caller(event.to_string());
+                self.for_caller(event.to_string());
             }
             ("session.updated", Phase::Connecting) => {
                 self.updates_unanswered = self.updates_unanswered.saturating_sub(1);
                 if self.updates_unanswered == 0 {
                     self.phase = Phase::Open;
                     event["type"] = "session.created".into();
-                    self.to_caller(event.to_string());
+                    self.for_caller(event.to_string());
                 }
             }
-            _ => self.to_caller(event.to_string()),
+            _ => self.for_caller(event.to_string()),
         }
     }
 
@@ -652,7 +652,7 @@ impl Bridge {
         self.audio.as_ref().map(|a| a.codec)
     }
 
-    fn to_caller(&mut self, text: String) {
+    fn for_caller(&mut self, text: String) {
         if self.to_client.len() >= MAX_HELD {
             self.to_client.clear();
             return self.fail(&LinkEnd::Dropped(format!(

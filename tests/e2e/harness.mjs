@@ -84,7 +84,7 @@ for (const sig of ['SIGINT', 'SIGTERM']) {
  * address, which Firefox needs) or 'loopback' (127.0.0.1, which only Chromium pairs with).
  * Returns {child, baseUrl, httpAddr, relayAddr (the media address answers name), lanUrl (with --lan), log(), stop()}.
  */
-export async function startServer({ readyMs = 30_000, extraArgs = [], relay = 'auto' } = {}) {
+export async function startServer({ readyMs = 30_000, extraArgs = [], relay = 'auto', env = {} } = {}) {
   const bin = serverBin();
   if (!fs.existsSync(bin)) {
     throw new Error(`server binary not found: ${bin} (build it with \`cargo build --release\` or set VOICE_EDGE_BIN)`);
@@ -99,7 +99,7 @@ export async function startServer({ readyMs = 30_000, extraArgs = [], relay = 'a
   const child = spawn(bin, args, {
     cwd: REPO_ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { RUST_LOG: 'info', ...process.env },
+    env: { RUST_LOG: 'info', ...process.env, ...env },
   });
   liveServers.add(child);
   // If this process dies without running its exit hooks (SIGKILL, a killed test runner), a detached watchdog
