@@ -290,7 +290,7 @@ impl Call {
             self.reflect(event);
         }
         match &mut self.backend {
-            Backend::Upstream { bridge, .. } => bridge.on_rtp(payload),
+            Backend::Upstream { bridge, .. } => bridge.on_rtp(now, payload),
             // Live's input mute: the model hears nothing, as if the caller were silent.
             Backend::Edge { engine, .. } if !engine.hears_input() => {}
             Backend::Edge { engine, media } => {
@@ -559,7 +559,15 @@ impl Call {
     pub fn timings(&self) -> VoiceTimings {
         match &self.backend {
             Backend::Edge { media, .. } => media.timings(),
-            Backend::Upstream { .. } => VoiceTimings::default(),
+            Backend::Upstream { bridge, .. } => {
+                let t = bridge.timings();
+                VoiceTimings {
+                    barge_in_ms: t.barge_in_ms,
+                    turn_ms: t.turn_ms,
+                    barge_ins: t.barge_ins,
+                    turns_answered: t.turns_answered,
+                }
+            }
         }
     }
 

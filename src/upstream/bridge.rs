@@ -87,6 +87,10 @@ struct Peek<'a> {
     #[serde(default, borrow)]
     delta: Option<&'a str>,
     #[serde(default)]
+    audio_start_ms: Option<u64>,
+    #[serde(default)]
+    audio_end_ms: Option<u64>,
+    #[serde(default)]
     response: Option<IdOnly>,
     #[serde(default)]
     error: Option<ErrorPeek>,
@@ -157,6 +161,33 @@ struct RtpAudio {
     /// The last 24 kHz sample of the model's audio, for interpolating the next delta's first.
     last_model_sample: i16,
     interrupt_response: bool,
+    /// Caller audio sent up so far, in ms of the upstream's input timeline.
+    input_ms: u64,
+    /// (input ms at a frame's start, its arrival) of recent frames: the upstream's VAD names
+    /// input times, the timings need arrivals.
+    arrivals: VecDeque<(u64, Instant)>,
+    /// Arrival of the caller's speech onset and end, from the upstream's VAD events.
+    onset_at: Option<Instant>,
+    speech_end_at: Option<Instant>,
+    last_sent_at: Option<Instant>,
+    timings: BridgeTimings,
+}
+
+/// Frames' arrival times kept for the timings (≈ 2 s of 20 ms frames).
+const ARRIVALS_KEPT: usize = 100;
+
+/// The edge's view of a bridged call's latencies, as the stubs' media side measures them:
+/// the upstream's processing plus what the bridge adds, from arrival of the caller's audio to
+/// the model's audio leaving for the caller.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct BridgeTimings {
+    /// Arrival of the frame holding the speech's end (the upstream's `speech_stopped`) → the
+    /// reply's first frame sent.
+    pub turn_ms: Option<u64>,
+    /// Arrival of the frame holding a barge-in's onset → the last frame of the interrupted reply.
+    pub barge_in_ms: Option<u64>,
+    pub barge_ins: u64,
+    pub turns_answered: u64,
 }
 
 pub struct Bridge {
@@ -188,6 +219,12 @@ impl Bridge {
             playout: VecDeque::new(),
             last_model_sample: 0,
             interrupt_response: true,
+            input_ms: 0,
+            arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
+            onset_at: None,
+            speech_end_at: None,
+            last_sent_at: None,
+            timings: BridgeTimings::default(),
         };
         // The upstream speaks PCM at 24 kHz whatever the browser negotiated, and the edge
         // needs its audio (for `output_audio_buffer.*`), so that goes first.
@@ -289,7 +326,7 @@ impl Bridge {
 
     /// One frame of the caller's audio (WebRTC): decoded, halved to 24 kHz and sent up in
     /// appends of the configured length.
-    pub fn on_rtp(&mut self, payload: &[u8]) {
+    pub fn on_rtp(&mut self, now: Instant, payload: &[u8]) {
         if self.phase == Phase::Over {
             return;
         }
@@ -299,6 +336,11 @@ impl Bridge {
         let Ok(pcm48) = a.decoder.decode(payload) else {
             return;
         };
+        if a.arrivals.len() == ARRIVALS_KEPT {
+            a.arrivals.pop_front();
+        }
+        a.arrivals.push_back((a.input_ms, now));
+        a.input_ms += (pcm48.len() / 48) as u64;
         a.pending.extend(
             pcm48
                 .chunks_exact(2)
@@ -375,7 +417,15 @@ impl Bridge {
                         self.finish_audio(rid);
                     }
                 }
+                "input_audio_buffer.speech_stopped" => {
+                    if let (Some(a), Some(end)) = (&mut self.audio, peek.audio_end_ms) {
+                        a.speech_end_at = a.arrival_of(end);
+                    }
+                }
                 "input_audio_buffer.speech_started" => {
+                    if let (Some(a), Some(start)) = (&mut self.audio, peek.audio_start_ms) {
+                        a.onset_at = a.arrival_of(start);
+                    }
                     self.for_caller(text);
                     let barge = self.audio.as_ref().is_some_and(|a| {
                         a.interrupt_response && a.playout.front().is_some_and(|p| p.started)
@@ -494,6 +544,10 @@ impl Bridge {
         };
         let heard = p.player.heard_ms(now);
         p.player.stop();
+        if let (true, Some(onset), Some(last)) = (p.started, a.onset_at, a.last_sent_at) {
+            a.timings.barge_in_ms = Some(last.saturating_duration_since(onset).as_millis() as u64);
+            a.timings.barge_ins += 1;
+        }
         self.edge_event(RealtimeServerEvent::OutputBufferCleared {
             response_id: Some(p.response_id.clone()),
         });
@@ -527,8 +581,14 @@ impl Bridge {
             let a = self.audio.as_mut()?;
             let p = a.playout.front_mut()?;
             if let Some(f) = p.player.next_frame(now) {
+                a.last_sent_at = Some(now);
                 if !p.started {
                     p.started = true;
+                    if let Some(end) = a.speech_end_at.take() {
+                        a.timings.turn_ms =
+                            Some(now.saturating_duration_since(end).as_millis() as u64);
+                        a.timings.turns_answered += 1;
+                    }
                     let response_id = Some(p.response_id.clone());
                     self.edge_event(RealtimeServerEvent::OutputBufferStarted { response_id });
                 }
@@ -647,6 +707,13 @@ impl Bridge {
         .to_text()
     }
 
+    /// Turn and barge-in latencies as the edge saw them (WebRTC only).
+    pub fn timings(&self) -> BridgeTimings {
+        self.audio
+            .as_ref()
+            .map_or_else(Default::default, |a| a.timings)
+    }
+
     /// The call's codec on WebRTC.
     pub fn codec(&self) -> Option<Codec> {
         self.audio.as_ref().map(|a| a.codec)
@@ -666,6 +733,17 @@ impl Bridge {
         let event_id = self.edge_id("event");
         let text = ServerEventFrame { event_id, event }.to_text();
         self.to_client.push_back(text);
+    }
+}
+
+impl RtpAudio {
+    /// When the frame holding input time `ms` arrived.
+    fn arrival_of(&self, ms: u64) -> Option<Instant> {
+        self.arrivals
+            .iter()
+            .rev()
+            .find(|(at, _)| *at <= ms)
+            .map(|(_, t)| *t)
     }
 }
 

@@ -131,9 +131,9 @@ fn caller_audio_goes_up_as_24khz_appends_of_the_configured_length() {
     let mut b = Bridge::rtp(now, Codec::Pcmu, 40, &[]);
     sent_up(&mut b);
     let frame = vec![0x55u8; 160]; // 20 ms of G.711
-    b.on_rtp(&frame);
+    b.on_rtp(now, &frame);
     assert!(sent_up(&mut b).is_empty(), "20 ms is half an append");
-    b.on_rtp(&frame);
+    b.on_rtp(now, &frame);
     let up = sent_up(&mut b);
     assert_eq!(types(&up), ["input_audio_buffer.append"]);
     let audio = base64::engine::general_purpose::STANDARD
@@ -335,7 +335,7 @@ fn a_refusal_is_an_error_naming_it_then_the_end_once_the_caller_can_hear_it() {
     );
     assert!(b.take_end());
     assert!(!b.take_end(), "once");
-    b.on_rtp(&[0u8; 3]);
+    b.on_rtp(now, &[0u8; 3]);
     assert!(sent_up(&mut b).is_empty(), "nothing goes up after the end");
 }
 
@@ -390,4 +390,44 @@ fn on_a_websocket_everything_passes_as_it_is() {
     b.on_client_text(now, append);
     assert_eq!(b.poll_upstream().as_deref(), Some(append));
     assert!(b.welcome_frame().contains("session.created"));
+}
+
+/// The edge times a bridged turn as it times a stub's: arrival of the frame the upstream's VAD
+/// says held the speech's end → the reply's first frame out; and a barge-in from the onset
+/// frame's arrival to the last frame sent.
+#[test]
+fn turn_and_barge_in_latency_are_measured_from_the_frames_the_upstream_names() {
+    let t0 = Instant::now();
+    let mut b = open_call(t0);
+    let frame = vec![0x55u8; 160];
+    for n in 0..50u32 {
+        b.on_rtp(t0 + 20 * n * MS, &frame); // 1 s of input, one frame per 20 ms
+    }
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "input_audio_buffer.speech_stopped", "event_id": "e", "audio_end_ms": 600, "item_id": "i"}),
+    );
+    let answered = t0 + 1500 * MS;
+    upstream(&mut b, answered, delta("resp_1", 400));
+    play(&mut b, answered, 100 * MS);
+    let timings = b.timings();
+    assert_eq!(
+        timings.turn_ms,
+        Some(900),
+        "600 ms arrived at 600 ms; the reply left at 1500 ms"
+    );
+    assert_eq!(timings.turns_answered, 1);
+    upstream(
+        &mut b,
+        answered,
+        json!({"type": "input_audio_buffer.speech_started", "event_id": "e", "audio_start_ms": 960}),
+    );
+    let timings = b.timings();
+    assert_eq!(timings.barge_ins, 1);
+    assert_eq!(
+        timings.barge_in_ms,
+        Some(1600 - 960),
+        "onset arrived at 960 ms, last frame at 1600 ms"
+    );
 }
