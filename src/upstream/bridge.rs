@@ -126,6 +126,9 @@ struct InputPeek {
 struct TurnPeek {
     #[serde(default = "yes")]
     interrupt_response: bool,
+    /// `server_vad`'s; `semantic_vad` names none.
+    #[serde(default)]
+    silence_duration_ms: Option<u64>,
 }
 fn yes() -> bool {
     true
@@ -161,6 +164,9 @@ struct RtpAudio {
     /// The last 24 kHz sample of the model's audio, for interpolating the next delta's first.
     last_model_sample: i16,
     interrupt_response: bool,
+    /// The upstream VAD's silence before it ends a turn: its `audio_end_ms` is that much after
+    /// the speech's end.
+    silence_ms: u64,
     /// Caller audio sent up so far, in ms of the upstream's input timeline.
     input_ms: u64,
     /// (input ms at a frame's start, its arrival) of recent frames: the upstream's VAD names
@@ -181,8 +187,9 @@ const ARRIVALS_KEPT: usize = 100;
 /// the model's audio leaving for the caller.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct BridgeTimings {
-    /// Arrival of the frame holding the speech's end (the upstream's `speech_stopped`) → the
-    /// reply's first frame sent.
+    /// Arrival of the frame holding the speech's end (the upstream's `speech_stopped`
+    /// `audio_end_ms`, less its VAD's `silence_duration_ms`, which that includes) → the reply's
+    /// first frame sent. With `semantic_vad` (no silence named) it runs from the VAD's decision.
     pub turn_ms: Option<u64>,
     /// Arrival of the frame holding a barge-in's onset → the last frame of the interrupted reply.
     pub barge_in_ms: Option<u64>,
@@ -219,6 +226,7 @@ impl Bridge {
             playout: VecDeque::new(),
             last_model_sample: 0,
             interrupt_response: true,
+            silence_ms: 0,
             input_ms: 0,
             arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
             onset_at: None,
@@ -419,7 +427,7 @@ impl Bridge {
                 }
                 "input_audio_buffer.speech_stopped" => {
                     if let (Some(a), Some(end)) = (&mut self.audio, peek.audio_end_ms) {
-                        a.speech_end_at = a.arrival_of(end);
+                        a.speech_end_at = a.arrival_of(end.saturating_sub(a.silence_ms));
                     }
                 }
                 "input_audio_buffer.speech_started" => {
@@ -459,6 +467,7 @@ impl Bridge {
                     .and_then(|i| i.turn_detection)
                 {
                     a.interrupt_response = td.interrupt_response;
+                    a.silence_ms = td.silence_duration_ms.unwrap_or(0);
                 }
             }
             self.session = Some(session.clone());

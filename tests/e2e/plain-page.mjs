@@ -58,6 +58,7 @@ window.startPlain = async ({ baseUrl, key, query = '', codec = null }) => {
     },
   });
   const body = await sdpResponse.text();
+  rt.answerAt = now();
   rt.calls = { ms: now() - t0, status: sdpResponse.status, location: sdpResponse.headers.get('Location'), contentType: sdpResponse.headers.get('Content-Type') };
   if (!sdpResponse.ok) throw new Error('POST /v1/realtime/calls → ' + sdpResponse.status + ': ' + body);
   await pc.setRemoteDescription({ type: 'answer', sdp: body });

@@ -406,7 +406,15 @@ fn turn_and_barge_in_latency_are_measured_from_the_frames_the_upstream_names() {
     upstream(
         &mut b,
         t0,
-        json!({"type": "input_audio_buffer.speech_stopped", "event_id": "e", "audio_end_ms": 600, "item_id": "i"}),
+        json!({"type": "session.updated", "event_id": "e", "session": {"audio": {"input":
+            {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}}),
+    );
+    to_caller(&mut b);
+    // The VAD's end includes its 500 ms of silence: the speech ended at 600 ms.
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "input_audio_buffer.speech_stopped", "event_id": "e", "audio_end_ms": 1100, "item_id": "i"}),
     );
     let answered = t0 + 1500 * MS;
     upstream(&mut b, answered, delta("resp_1", 400));
