@@ -5,10 +5,14 @@
 # Rows, one after another on the same edge, each a loadgen run that ramps, holds, hangs up and stops:
 #   stub loopback   the edge reflects each packet (no codec work): the network reference
 #   stub echo       the edge decodes every frame for its VAD (what a turn-based stub costs while listening)
-#   bridged         ?model=upstream:loopback: every frame decoded, resampled and appended upstream, and the
-#                   upstream's loopback sends it straight back as deltas, resampled and encoded to Opus:
-#                   the bridge at full duty both ways (a real model speaks only part of the time)
-# CPU is utime+stime from /proc over the loadgen run (ramp included), per process, as % of one core.
+#   bridged, listening  ?model=upstream:echo: every frame decoded, resampled and appended upstream, whose
+#                   echo hears no turn in loadgen's tagged frames and so never answers: the cost of a
+#                   caller being heard
+#   bridged, full duty  ?model=upstream:loopback: the same, and the upstream's loopback sends every frame
+#                   straight back as deltas, resampled and encoded to Opus: both ways all the time (a real
+#                   model speaks only part of the time)
+# CPU is utime+stime from /proc over the loadgen run (ramp and hang-up included), per process, as % of
+# one core; per call is that over the calls connected.
 # The returned audio of a bridged call is re-encoded, so loadgen's echo matching (RTT, loss) does not
 # apply to that row; its setup and failure counts do.
 set -euo pipefail
@@ -19,7 +23,7 @@ HZ=$(getconf CLK_TCK)
 printf '\n### CPU per call at %s calls (loadgen, %s s hold)\n\n' "$CALLS" "$DURATION"
 echo '| row | offered | connected | refused | failed | edge CPU % | upstream CPU % | edge % per call | both % per call |'
 echo '|---|---:|---:|---:|---:|---:|---:|---:|---:|'
-for row in "stub loopback=loopback" "stub echo=echo" "bridged=upstream:loopback"; do
+for row in "stub loopback=loopback" "stub echo=echo" "bridged, listening=upstream:echo" "bridged, full duty=upstream:loopback"; do
   name="${row%%=*}" model="${row#*=}"
   e0=$(ticks "$EDGE_PID") u0=$(ticks "$UP_PID") t0=$(date +%s.%N)
   out=$("$BIN" loadgen --url "$EDGE" --sessions "$CALLS" --duration "$DURATION" --ramp 50 --model "$model" --server-pid "$EDGE_PID" 2>&1) || true
@@ -32,7 +36,8 @@ for row in "stub loopback=loopback" "stub echo=echo" "bridged=upstream:loopback"
   awk -v n="$name" -v c="$CALLS" -v con="${connected:-?}" -v r="${refused:-0}" -v f="${failed:-?}" -v e="$((e1 - e0))" -v u="$((u1 - u0))" \
       -v t0="$t0" -v t1="$t1" -v hz="$HZ" 'BEGIN {
     wall = t1 - t0; ec = 100 * e / hz / wall; uc = 100 * u / hz / wall;
-    printf "| %s | %d | %s | %s | %s | %.1f | %.1f | %.3f | %.3f |\n", n, c, con, r, f, ec, uc, ec / c, (ec + uc) / c }'
+    k = (con + 0 > 0) ? con + 0 : c;
+    printf "| %s | %d | %s | %s | %s | %.1f | %.1f | %.3f | %.3f |\n", n, c, con, r, f, ec, uc, ec / k, (ec + uc) / k }'
 done
 echo
 echo "(loadgen's own tables: /tmp/bench-upstream-load-*.md)"

@@ -3,7 +3,7 @@
 # vs that upstream reached directly (bench/upstream/turns.mjs), then CPU per call at load
 # (bench/upstream/load.sh). Everything on this machine, on loopback.
 #
-#   bash bench/upstream/run.sh [--rounds 8] [--calls 200] [--skip-load]
+#   bash bench/upstream/run.sh [--rounds 8] [--calls 200] [--skip-turns] [--skip-load]
 #
 # Starts an upstream voice-edge (its WebSocket door, key required) and three edges with --upstream to it,
 # sending caller audio in 20, 40 and 100 ms appends. The binary is $VOICE_EDGE_BIN or
@@ -14,9 +14,10 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 ROOT="$(cd "$HERE/../.." && pwd)"
 BIN_SRC="${VOICE_EDGE_BIN:-$ROOT/target/x86_64-unknown-linux-gnu/release/voice-edge}"
 case "$BIN_SRC" in /*) ;; *) BIN_SRC="$ROOT/$BIN_SRC" ;; esac
-ROUNDS=8 CALLS=200 LOAD=1
+ROUNDS=8 CALLS=200 LOAD=1 TURNS=1
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --skip-turns) TURNS=0; shift ;;
     --rounds) ROUNDS="$2"; shift 2 ;;
     --calls) CALLS="$2"; shift 2 ;;
     --skip-load) LOAD=0; shift ;;
@@ -56,12 +57,14 @@ wait_http() {
   return 1
 }
 KEY="sk-bench-$RANDOM$RANDOM"
-# start NAME [args…]: an all-in-one on free ports; its base URL in $URL, its pid in $PID.
+# start NAME [args…]: an all-in-one on free ports; its base URL in $URL, its pid in $PID. The load
+# generator is one client, and so is an edge to its upstream: the per-client cap (100) is lifted.
 start() {
   local name="$1"; shift
   local http; http=$(free_port tcp)
   VOICE_EDGE_API_KEYS="$KEY" VOICE_EDGE_UPSTREAM_KEY="$KEY" RUST_LOG=warn \
-    "$WORK/voice-edge" --http "127.0.0.1:$http" --relay "127.0.0.1:$(free_port udp)" "$@" >"$WORK/$name.log" 2>&1 &
+    "$WORK/voice-edge" --http "127.0.0.1:$http" --relay "127.0.0.1:$(free_port udp)" \
+    --max-calls-per-client 2000 "$@" >"$WORK/$name.log" 2>&1 &
   PID=$!
   PIDS+=("$PID")
   URL="http://127.0.0.1:$http"
@@ -77,7 +80,7 @@ for ms in 20 40 100; do
   [[ $ms == 20 ]] && { EDGE20="$URL"; EDGE20_PID="$PID"; }
 done
 log "upstream $UPSTREAM; edges ${EDGES[*]}"
-node "$HERE/turns.mjs" --upstream "$UPSTREAM" --key "$KEY" "${EDGES[@]}" --stub "$EDGE20" --rounds "$ROUNDS"
+[[ $TURNS == 1 ]] && node "$HERE/turns.mjs" --upstream "$UPSTREAM" --key "$KEY" "${EDGES[@]}" --stub "$EDGE20" --rounds "$ROUNDS"
 if [[ $LOAD == 1 ]]; then
   bash "$HERE/load.sh" "$WORK/voice-edge" "$EDGE20" "$EDGE20_PID" "$UPSTREAM_PID" "$CALLS"
 fi

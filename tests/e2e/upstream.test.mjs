@@ -138,6 +138,10 @@ describe('upstream bridge: an edge in front of another voice-edge', { timeout: 2
   async function failureDump(err, page) {
     const parts = [`${err.message}`];
     if (page) parts.push(`page: ${JSON.stringify(await pageState(page).catch(() => null))}`);
+    if (page) {
+      const rt = await page.evaluate(() => window.rt && { events: window.rt.events.map((e) => e.type + (e.type === 'error' ? JSON.stringify(e.error) : '')), sent: window.rt.sent.map((e) => e.type), sdk: window.rt.sdk, toolCalls: window.rt.toolCalls }).catch(() => null);
+      if (rt) parts.push(`rt: ${JSON.stringify(rt).slice(0, 6000)}`);
+    }
     for (const [name, s] of [['edge', edge], ['upstream', upstream], ['bad edge', badEdge]]) {
       if (s) parts.push(`--- ${name} ---\n${await serverDiagnostics(s, { adminPaths: ['/admin/calls'], logLines: 60 })}`);
     }
@@ -204,6 +208,37 @@ describe('upstream bridge: an edge in front of another voice-edge', { timeout: 2
       assert.ok(!events.some((e, i) => i > started && e.type === 'output_audio_buffer.stopped' && e.response_id === respId), 'a cleared playout never reports stopped');
       assert.ok(!events.some((e) => e.type === 'error'), `no error: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
       console.log(`upstream agents-realtime: connect ${Math.round(conn.connectMs)} ms; "${transcript}" truncated at ${truncated.event.audio_end_ms} ms`);
+    } catch (e) {
+      await failureDump(e, page);
+      throw e;
+    } finally {
+      await ctx.context.close().catch(() => {});
+    }
+  });
+
+  test('@openai/agents-realtime over WebRTC: a text message to the upstream script, its tool run by the SDK, the answer spoken', { timeout: 40_000 }, async () => {
+    const ctx = await openPage(chromium, `${pages.origin}/sdk.html`);
+    const { page } = ctx;
+    try {
+      await page.waitForFunction(() => window.rtReady === true, null, { timeout: 10_000 });
+      // The SDK names its model only in session.update, after the call is placed; the edge picks the
+      // upstream model when the call is created, so the script is named in the URL.
+      const baseUrl = new URL('/v1/realtime/calls?model=upstream:script:weather', edge.baseUrl).href;
+      await page.evaluate((o) => window.startSession(o), { baseUrl, apiKey: 'ek_unused', model: 'gpt-realtime', silentMic: true, weatherTool: true });
+      await page.evaluate(() => window.rt.session.sendMessage('How is the weather?'));
+      await page.waitForFunction(() => window.rt.toolCalls.length > 0, null, { timeout: 10_000 });
+      const args = await page.evaluate(() => window.rt.toolCalls[0].args ?? window.rt.toolCalls[0].arguments);
+      assert.equal((typeof args === 'string' ? JSON.parse(args) : args).city, 'Paris', `tool arguments ${JSON.stringify(args)}`);
+      // The SDK sent the output and asked for a response: the script speaks the tool's result.
+      const outputAt = await waitForEvent(page, { type: 'conversation.item.added', 'item.type': 'function_call_output' }, { timeoutMs: 5_000 });
+      const said = await waitForEvent(page, { type: 'response.output_audio_transcript.done' }, { from: outputAt.index, timeoutMs: 10_000, what: 'the answer' });
+      const answer = await waitForEvent(page, { type: 'output_audio_buffer.stopped', response_id: said.event.response_id }, { timeoutMs: 15_000, what: 'the answer played out' });
+      const { events } = await pageEvents(page);
+      seen.push(JSON.stringify(events));
+      const transcript = said.event.transcript;
+      assert.ok(transcript && transcript.length > 0, 'the answer has a transcript');
+      assert.ok(!events.some((e) => e.type === 'error'), `no error: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
+      console.log(`upstream tool call over WebRTC: ${JSON.stringify(args)} → "${transcript}" (stopped at event ${answer.index})`);
     } catch (e) {
       await failureDump(e, page);
       throw e;
