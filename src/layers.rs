@@ -19,8 +19,10 @@ const FLOORS: &[&[&str]] = &[
         "cache",
         "media_address",
         "model",
-        "mcp",
+        "background",
     ],
+    // MCP requests, which run on a background runtime.
+    &["mcp"],
     // Codecs and shared plumbing.
     &["audio", "routing", "http_server"],
     // The protocols (sans-I/O), the relay, and the process-wide helpers they share.

@@ -89,6 +89,9 @@ pub mod model;
 // MCP server by the official SDK's client off the worker threads.
 pub mod mcp;
 
+// The tokio threads that the socket loops hand network work to (MCP requests, upstream links).
+pub mod background;
+
 // Creating calls, and knowing where they can go.
 
 // The HTTP front door: the Realtime WebRTC flow (offers, keys, hang-up, ICE restart), placement

@@ -32,16 +32,7 @@ static IN_FLIGHT: AtomicUsize = AtomicUsize::new(0);
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        // reqwest's rustls takes the process's default provider: ring, as the LAN listener.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("mcp")
-            .enable_all()
-            .build()
-            .expect("the MCP runtime starts")
-    })
+    RUNTIME.get_or_init(|| crate::background::runtime("mcp"))
 }
 
 /// Starts `request` off the calling thread; `deliver` gets its outcome unless `cancelled()`

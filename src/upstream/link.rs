@@ -77,16 +77,7 @@ impl UpstreamLink {
 
 fn runtime() -> &'static tokio::runtime::Runtime {
     static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        // wss:// uses rustls on ring, the provider the rest of the process uses.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("upstream")
-            .enable_all()
-            .build()
-            .expect("the upstream runtime starts")
-    })
+    RUNTIME.get_or_init(|| crate::background::runtime("upstream"))
 }
 
 /// Opens `url` with `key` as its bearer token; what happens comes to `deliver`, in order,
