@@ -38,6 +38,17 @@ use crate::audio::codec::Decoder;
 use crate::audio::player::Player;
 use crate::realtime::{ClientError, RealtimeServerEvent, ServerEventFrame};
 
+/// Caller audio kept while the upstream connects: 3 s of 20 ms appends, the oldest dropped
+/// first (the connect bound is 5 s, and the link's queue must not hold a stalled connect's
+/// audio, or the call would fail as stalled rather than timed out).
+const MAX_EARLY_APPENDS: usize = 150;
+/// How an edge append's text starts (serde writes the tag first).
+const APPEND_PREFIX: &str = r#"{"type":"input_audio_buffer.append""#;
+
+/// The `event_id`s of the edge's connect-time `session.update`s: `edge_session_N`.
+const SESSION_UPDATE_KIND: &str = "session";
+const SESSION_UPDATE_ID: &str = "edge_session_";
+
 /// Events for the caller held until its channel opens; past this the upstream is flooding a
 /// call that is not there, and the call fails.
 const MAX_HELD: usize = 4096;
@@ -161,6 +172,9 @@ struct RtpAudio {
     append_samples: usize,
     /// The response playing first, then any queued behind it.
     playout: VecDeque<Playing>,
+    /// Responses whose playout was stopped (barge-in, clear): deltas still on their way for
+    /// them are dropped, not played after the interruption. The last few are enough.
+    interrupted: VecDeque<String>,
     /// The last 24 kHz sample of the model's audio, for interpolating the next delta's first.
     last_model_sample: i16,
     interrupt_response: bool,
@@ -208,6 +222,11 @@ pub struct Bridge {
     /// Responses the upstream has created and not finished.
     active: Vec<String>,
     to_upstream: VecDeque<String>,
+    /// The link's upgrade was answered: frames go to it from now on. Until then they wait here
+    /// (the link's own queue is for an upstream that stops reading, not one still connecting).
+    link_open: bool,
+    /// Caller appends waiting for the link.
+    early_appends: usize,
     to_client: VecDeque<String>,
     channel_open: bool,
     end_requested: bool,
@@ -224,6 +243,7 @@ impl Bridge {
             pending: Vec::new(),
             append_samples: 24 * append_ms as usize,
             playout: VecDeque::new(),
+            interrupted: VecDeque::new(),
             last_model_sample: 0,
             interrupt_response: true,
             silence_ms: 0,
@@ -267,6 +287,8 @@ impl Bridge {
             session: None,
             active: Vec::new(),
             to_upstream: VecDeque::new(),
+            link_open: false,
+            early_appends: 0,
             to_client: VecDeque::new(),
             channel_open: false,
             end_requested: false,
@@ -280,7 +302,7 @@ impl Bridge {
                 obj.entry("type").or_insert_with(|| "realtime".into());
             }
             let layer = &layer;
-            let event_id = b.edge_id("session");
+            let event_id = b.edge_id(SESSION_UPDATE_KIND);
             b.to_upstream.push_back(
                 EdgeEvent::SessionUpdate {
                     event_id,
@@ -361,15 +383,29 @@ impl Bridge {
                 .flat_map(i16::to_le_bytes)
                 .collect();
             let audio = base64::engine::general_purpose::STANDARD.encode(chunk);
-            self.to_upstream
-                .push_back(EdgeEvent::Append { audio }.text());
+            let append = EdgeEvent::Append { audio }.text();
+            if !self.link_open && self.early_appends >= MAX_EARLY_APPENDS {
+                // The caller talks before the upstream is there: its latest audio is kept.
+                if let Some(i) = self
+                    .to_upstream
+                    .iter()
+                    .position(|f| f.starts_with(APPEND_PREFIX))
+                {
+                    self.to_upstream.remove(i);
+                    self.early_appends -= 1;
+                }
+            }
+            if !self.link_open {
+                self.early_appends += 1;
+            }
+            self.to_upstream.push_back(append);
         }
     }
 
     /// An event from the upstream's link.
     pub fn on_upstream(&mut self, now: Instant, event: super::UpstreamEvent) {
         match event {
-            super::UpstreamEvent::Open => {}
+            super::UpstreamEvent::Open => self.link_open = true,
             super::UpstreamEvent::Text(text) => self.on_upstream_text(now, text),
             super::UpstreamEvent::Closed(end) => self.fail(&end),
         }
@@ -389,11 +425,14 @@ impl Bridge {
         match peek.kind {
             "session.created" | "session.updated" => return self.on_session(&text, peek.kind),
             "error" => {
-                let ours = peek
-                    .error
-                    .and_then(|e| e.event_id)
-                    .is_some_and(|id| id.starts_with("edge_"));
-                if ours {
+                let answers = peek.error.and_then(|e| e.event_id).unwrap_or_default();
+                // The connect-time session is the caller's own config: its refusal is theirs
+                // to see, and the session opens without it.
+                if answers.starts_with(SESSION_UPDATE_ID) {
+                    self.for_caller(text);
+                    return self.session_update_answered(None);
+                }
+                if answers.starts_with("edge_") {
                     log::info!("upstream refused an edge event: {text}");
                     return;
                 }
@@ -478,22 +517,43 @@ impl Bridge {
                 self.phase = Phase::Open;
                 self.for_caller(event.to_string());
             }
-            ("session.updated", Phase::Connecting) => {
-                self.updates_unanswered = self.updates_unanswered.saturating_sub(1);
-                if self.updates_unanswered == 0 {
-                    self.phase = Phase::Open;
-                    event["type"] = "session.created".into();
-                    self.for_caller(event.to_string());
-                }
-            }
+            ("session.updated", Phase::Connecting) => self.session_update_answered(Some(event)),
             _ => self.for_caller(event.to_string()),
         }
+    }
+
+    /// One connect-time `session.update` was answered (`updated`, or refused): once all are,
+    /// the caller's `session.created` shows the session as it now is.
+    fn session_update_answered(&mut self, updated: Option<Value>) {
+        if self.phase != Phase::Connecting {
+            return;
+        }
+        self.updates_unanswered = self.updates_unanswered.saturating_sub(1);
+        if self.updates_unanswered > 0 {
+            return;
+        }
+        self.phase = Phase::Open;
+        let session = match updated {
+            Some(event) => event.get("session").cloned(),
+            None => self.session.clone(),
+        };
+        let event_id = self.edge_id("event");
+        let created = ServerEventFrame {
+            event_id,
+            event: RealtimeServerEvent::SessionCreated {
+                session: session.unwrap_or_else(|| serde_json::json!({})),
+            },
+        };
+        self.for_caller(created.to_text());
     }
 
     fn on_delta(&mut self, response_id: String, item_id: String, content_index: u32, b64: &str) {
         let Some(a) = &mut self.audio else {
             return;
         };
+        if a.interrupted.contains(&response_id) {
+            return;
+        }
         let Ok(bytes) = base64::engine::general_purpose::STANDARD.decode(b64) else {
             log::warn!("upstream audio delta for {response_id} is not base64; dropped");
             return;
@@ -546,13 +606,22 @@ impl Bridge {
             return;
         };
         let playing = a.playout.pop_front();
-        a.playout.clear();
+        for queued in a.playout.drain(..) {
+            a.interrupted.push_back(queued.response_id);
+        }
+        while a.interrupted.len() > 8 {
+            a.interrupted.pop_front();
+        }
         let Some(mut p) = playing else {
             self.edge_event(RealtimeServerEvent::OutputBufferCleared { response_id: None });
             return;
         };
         let heard = p.player.heard_ms(now);
         p.player.stop();
+        if a.interrupted.len() == 8 {
+            a.interrupted.pop_front();
+        }
+        a.interrupted.push_back(p.response_id.clone());
         if let (true, Some(onset), Some(last)) = (p.started, a.onset_at, a.last_sent_at) {
             a.timings.barge_in_ms = Some(last.saturating_duration_since(onset).as_millis() as u64);
             a.timings.barge_ins += 1;
@@ -699,6 +768,10 @@ impl Bridge {
 
     /// The next frame for the upstream.
     pub fn poll_upstream(&mut self) -> Option<String> {
+        if !self.link_open {
+            return None;
+        }
+        self.early_appends = 0;
         self.to_upstream.pop_front()
     }
 

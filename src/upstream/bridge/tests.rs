@@ -32,6 +32,7 @@ fn types(events: &[Value]) -> Vec<&str> {
 /// A bridged G.711 call whose upstream has opened its session.
 fn open_call(now: Instant) -> Bridge {
     let mut b = Bridge::rtp(now, Codec::Pcmu, 20, &[]);
+    b.on_upstream(now, UpstreamEvent::Open);
     b.on_channel_open();
     let session = json!({"type": "realtime", "audio": {"input": {"format": {"type": "audio/pcm", "rate": 24000}}, "output": {"format": {"type": "audio/pcm", "rate": 24000}}}});
     upstream(
@@ -81,6 +82,11 @@ fn the_connect_time_session_goes_first_with_pcm_forced_and_the_caller_sees_one_c
     let key_layer = json!({"type": "realtime", "instructions": "be brief",
         "audio": {"output": {"format": {"type": "audio/pcmu"}, "voice": "marin"}}});
     let mut b = Bridge::rtp(now, Codec::Pcmu, 20, &[key_layer]);
+    assert!(
+        sent_up(&mut b).is_empty(),
+        "nothing goes up before the link is open"
+    );
+    b.on_upstream(now, UpstreamEvent::Open);
     let up = sent_up(&mut b);
     assert_eq!(types(&up), ["session.update", "session.update"]);
     assert_eq!(up[0]["session"]["instructions"], "be brief");
@@ -129,6 +135,7 @@ fn the_connect_time_session_goes_first_with_pcm_forced_and_the_caller_sees_one_c
 fn caller_audio_goes_up_as_24khz_appends_of_the_configured_length() {
     let now = Instant::now();
     let mut b = Bridge::rtp(now, Codec::Pcmu, 40, &[]);
+    b.on_upstream(now, UpstreamEvent::Open);
     sent_up(&mut b);
     let frame = vec![0x55u8; 160]; // 20 ms of G.711
     b.on_rtp(now, &frame);
@@ -373,6 +380,7 @@ fn an_upstream_that_never_opens_the_session_times_out_and_a_dropped_one_ends_the
 fn on_a_websocket_everything_passes_as_it_is() {
     let now = Instant::now();
     let mut b = Bridge::stream(now, &[]);
+    b.on_upstream(now, UpstreamEvent::Open);
     assert!(sent_up(&mut b).is_empty(), "no session of the edge's own");
     upstream(
         &mut b,
@@ -437,5 +445,88 @@ fn turn_and_barge_in_latency_are_measured_from_the_frames_the_upstream_names() {
         timings.barge_in_ms,
         Some(1600 - 960),
         "onset arrived at 960 ms, last frame at 1600 ms"
+    );
+}
+
+/// While the upstream connects the caller's audio waits, its latest 3 s kept; once the link is
+/// open it goes up in order, after the session.
+#[test]
+fn audio_before_the_link_opens_waits_and_only_the_latest_is_kept() {
+    let now = Instant::now();
+    let mut b = Bridge::rtp(now, Codec::Pcmu, 20, &[]);
+    for n in 0..200u8 {
+        b.on_rtp(now, &[n; 160]); // 4 s of G.711, each frame its own level
+    }
+    assert!(b.poll_upstream().is_none());
+    b.on_upstream(now, UpstreamEvent::Open);
+    let up = sent_up(&mut b);
+    assert_eq!(types(&up)[0], "session.update");
+    assert_eq!(up.len(), 1 + 150, "3 s of 20 ms appends");
+    let first = base64::engine::general_purpose::STANDARD
+        .decode(up[1]["audio"].as_str().unwrap())
+        .unwrap();
+    let level = |code: u8| {
+        let mut d = Decoder::new(Codec::Pcmu);
+        d.decode(&[code; 160]).unwrap()[0]
+    };
+    assert_eq!(
+        i16::from_le_bytes([first[0], first[1]]),
+        level(50),
+        "the first 50 frames were dropped"
+    );
+}
+
+/// A connect-time session the upstream refuses is the caller's to see, and the session
+/// opens without it rather than timing out.
+#[test]
+fn a_refused_connect_time_session_reaches_the_caller_and_the_session_opens() {
+    let now = Instant::now();
+    let mut b = Bridge::rtp(
+        now,
+        Codec::Opus,
+        20,
+        &[json!({"type": "realtime", "instructons": "typo"})],
+    );
+    b.on_upstream(now, UpstreamEvent::Open);
+    b.on_channel_open();
+    let up = sent_up(&mut b);
+    let bad_id = up[0]["event_id"].as_str().unwrap().to_owned();
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.created", "event_id": "u1", "session": {"type": "realtime", "instructions": ""}}),
+    );
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "error", "event_id": "u2", "error": {"type": "invalid_request_error",
+        "code": "unknown_parameter", "message": "Unknown parameter: 'session.instructons'.", "param": "session.instructons", "event_id": bad_id}}),
+    );
+    upstream(
+        &mut b,
+        now,
+        json!({"type": "session.updated", "event_id": "u3", "session": {"type": "realtime", "instructions": ""}}),
+    );
+    let out = to_caller(&mut b);
+    assert_eq!(types(&out), ["error", "session.created"]);
+    assert_eq!(out[0]["error"]["code"], "unknown_parameter");
+    assert_eq!(b.poll_timeout(), None, "open: no connect deadline");
+}
+
+/// Deltas still arriving for a response the caller interrupted are not played after it.
+#[test]
+fn late_deltas_of_an_interrupted_response_are_dropped() {
+    let t0 = Instant::now();
+    let mut b = open_call(t0);
+    upstream(&mut b, t0, delta("resp_1", 200));
+    play(&mut b, t0, 100 * MS);
+    b.on_client_text(t0 + 100 * MS, r#"{"type":"output_audio_buffer.clear"}"#);
+    upstream(&mut b, t0 + 100 * MS, delta("resp_1", 200));
+    assert_eq!(play(&mut b, t0 + 100 * MS, 500 * MS), 0);
+    upstream(&mut b, t0 + 600 * MS, delta("resp_2", 100));
+    assert_eq!(
+        play(&mut b, t0 + 600 * MS, 500 * MS),
+        5,
+        "the next response plays"
     );
 }
