@@ -27,7 +27,8 @@ const FLOORS: &[&[&str]] = &[
     &["audio", "routing", "http_server"],
     // The protocols (sans-I/O), the relay, and the process-wide helpers they share.
     &["realtime", "relay", "ops", "https", "sdp_offer"],
-    &["live", "upstream"],
+    &["live"],
+    &["upstream"],
     // A call apart from its transport, then its two transports.
     &["call"],
     &["websocket"],

@@ -13,7 +13,8 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use super::calls::{
-    call_error, call_not_found, check_offer, client_slot, model_for, place_call, placement_headers,
+    Answerer, answerer_for, call_error, call_not_found, check_offer, client_slot, model_for,
+    place_call, placement_headers,
 };
 use super::websocket::{attach_sideband, key_of, serve_stream, upgrade_required};
 use super::{ApiError, MAX_OFFER_BYTES, Signaling, bearer, key_error};
@@ -68,21 +69,47 @@ pub(super) async fn create_session(
         .map_err(|e| ApiError::invalid("invalid_json", format!("the body is not JSON: {e}")))?;
     let (start, offer) = parse_create(&body).map_err(ApiError::from_client)?;
     check_offer(&offer)?;
-    let model = model_for([
+    let names = [
         Some(start.model.as_str()),
         key_session
             .as_ref()
             .and_then(|s| s.get("model"))
             .and_then(Value::as_str),
         None,
-    ])?;
+    ];
+    // With an upstream that has a Live WebSocket, a model that is not a stub is bridged there,
+    // started with the config as the app sent it (checked above) and the upstream's model name.
+    let live_upstream = sig
+        .upstream
+        .as_ref()
+        .is_some_and(|u| u.live_url().is_some());
+    let answerer = if live_upstream {
+        answerer_for(&sig, names)?
+    } else {
+        Answerer::Stub(model_for(names)?)
+    };
     let slot = client_slot(&sig, peer).await?;
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
-    let setup = CallSetup {
-        model,
-        live: Some(start),
-        session: None,
-        upstream: None,
+    let setup = match answerer {
+        Answerer::Stub(model) => CallSetup {
+            model,
+            live: Some(start),
+            session: None,
+            upstream: None,
+        },
+        Answerer::Upstream(name) => {
+            let mut session = body["session"].clone();
+            session["model"] = name.clone().into();
+            CallSetup {
+                model: crate::model::ModelKind::Echo,
+                live: Some(start),
+                session: None,
+                upstream: Some(crate::upstream::UpstreamCall {
+                    model: name,
+                    session: vec![session],
+                }),
+            }
+        }
     };
     let placed = place_call(&sig, slot, key.as_deref(), offer, setup, None).await?;
     let body = json!({

@@ -722,7 +722,15 @@ impl Endpoint {
             (None, _) => None,
             (Some(call), Some(cfg)) => Some(UpstreamOpen {
                 call_id: call_id.clone(),
-                url: cfg.url_for(&call.model),
+                // A Live session names its model in its `session.start`.
+                url: match &setup.live {
+                    None => cfg.url_for(&call.model),
+                    Some(_) => cfg.live_url().ok_or_else(|| {
+                        peer::AnswerError::Negotiation(
+                            "this transceiver's --upstream has no Live WebSocket beside it".into(),
+                        )
+                    })?,
+                },
                 key: cfg.key.clone(),
             }),
             (Some(_), None) => {

@@ -174,7 +174,16 @@ impl Session {
         let stored = n.setup.live.as_ref().is_some_and(|l| l.store);
         let mut call = match &n.setup.upstream {
             Some(up) => {
-                let bridge = Bridge::rtp(now, n.codec, n.upstream_append_ms, &up.session);
+                let bridge = match (&n.setup.live, up.session.first()) {
+                    (Some(_), Some(start)) => Bridge::live_rtp(
+                        now,
+                        &n.call_id,
+                        n.codec,
+                        n.upstream_append_ms,
+                        start.clone(),
+                    ),
+                    _ => Bridge::rtp(now, n.codec, n.upstream_append_ms, &up.session),
+                };
                 Call::rtp_bridged(n.call_id.clone(), now, bridge)
             }
             None => {

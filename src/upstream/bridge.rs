@@ -42,8 +42,11 @@ use crate::realtime::{ClientError, RealtimeServerEvent, ServerEventFrame};
 /// first (the connect bound is 5 s, and the link's queue must not hold a stalled connect's
 /// audio, or the call would fail as stalled rather than timed out).
 const MAX_EARLY_APPENDS: usize = 150;
-/// How an edge append's text starts (serde writes the tag first).
-const APPEND_PREFIX: &str = r#"{"type":"input_audio_buffer.append""#;
+/// How an edge append's text starts (serde writes the tag first), in each dialect.
+const APPEND_PREFIXES: [&str; 2] = [
+    r#"{"type":"input_audio_buffer.append""#,
+    r#"{"type":"session.input_audio.append""#,
+];
 
 /// The `event_id`s of the edge's connect-time `session.update`s: `edge_session_N`.
 const SESSION_UPDATE_KIND: &str = "session";
@@ -64,6 +67,8 @@ enum EdgeEvent<'a> {
     },
     #[serde(rename = "input_audio_buffer.append")]
     Append { audio: String },
+    #[serde(rename = "session.input_audio.append")]
+    LiveAppend { audio: String },
     #[serde(rename = "response.cancel")]
     Cancel {
         event_id: String,
@@ -115,6 +120,8 @@ struct IdOnly {
 #[derive(Deserialize)]
 struct ErrorPeek {
     event_id: Option<String>,
+    /// Live's name for it.
+    client_event_id: Option<String>,
 }
 
 /// The session's settings the bridge follows.
@@ -144,6 +151,22 @@ struct TurnPeek {
 fn yes() -> bool {
     true
 }
+
+/// Which protocol the upstream speaks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Dialect {
+    Realtime,
+    /// OpenAI's Live WebSocket: one `session.start`, audio as `session.input_audio.append` and
+    /// `session.output_audio.delta` (one stream, paced by the model like playback), the model
+    /// owning turns. `call_id` is the edge's session id (`live_…`), which the app knows the
+    /// session by: the upstream's own id is replaced with it.
+    Live {
+        call_id: String,
+    },
+}
+
+/// A Live session's audio is one stream, not a response's: it plays under this name.
+const LIVE_STREAM: &str = "live";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
@@ -212,6 +235,7 @@ pub struct BridgeTimings {
 }
 
 pub struct Bridge {
+    dialect: Dialect,
     audio: Option<RtpAudio>,
     phase: Phase,
     created: Instant,
@@ -237,23 +261,7 @@ pub struct Bridge {
 impl Bridge {
     /// A bridge for a WebRTC call in `codec`, sending caller audio in `append_ms` appends.
     pub fn rtp(now: Instant, codec: Codec, append_ms: u32, session: &[Value]) -> Bridge {
-        let audio = RtpAudio {
-            codec,
-            decoder: Decoder::new(codec),
-            pending: Vec::new(),
-            append_samples: 24 * append_ms as usize,
-            playout: VecDeque::new(),
-            interrupted: VecDeque::new(),
-            last_model_sample: 0,
-            interrupt_response: true,
-            silence_ms: 0,
-            input_ms: 0,
-            arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
-            onset_at: None,
-            speech_end_at: None,
-            last_sent_at: None,
-            timings: BridgeTimings::default(),
-        };
+        let audio = RtpAudio::new(codec, append_ms);
         // The upstream speaks PCM at 24 kHz whatever the browser negotiated, and the edge
         // needs its audio (for `output_audio_buffer.*`), so that goes first.
         let pcm = serde_json::json!({
@@ -271,6 +279,38 @@ impl Bridge {
         Bridge::with(now, Some(audio), &layers)
     }
 
+    /// A bridge for a Live WebRTC session `call_id` to an upstream Live WebSocket, started with
+    /// `session` (the checked config of `POST /v1/live/sessions`, its model the upstream's).
+    pub fn live_rtp(
+        now: Instant,
+        call_id: &str,
+        codec: Codec,
+        append_ms: u32,
+        mut session: Value,
+    ) -> Bridge {
+        let mut b = Bridge::with(now, Some(RtpAudio::new(codec, append_ms)), &[]);
+        b.dialect = Dialect::Live {
+            call_id: call_id.to_owned(),
+        };
+        // The WebSocket's format, which a WebRTC config never names: PCM at 24 kHz.
+        if let Some(obj) = session.as_object_mut() {
+            let audio = obj.entry("audio").or_insert_with(|| serde_json::json!({}));
+            if let Some(audio) = audio.as_object_mut() {
+                audio.insert(
+                    "format".into(),
+                    serde_json::json!({"type": "audio/pcm", "rate": 24000}),
+                );
+            }
+        }
+        let event_id = b.edge_id(SESSION_UPDATE_KIND);
+        b.to_upstream.push_back(
+            serde_json::json!({"type": "session.start", "event_id": event_id, "session": session})
+                .to_string(),
+        );
+        b.updates_unanswered = 1;
+        b
+    }
+
     /// A bridge for a WebSocket session: events pass as they are, formats are the client's.
     pub fn stream(now: Instant, session: &[Value]) -> Bridge {
         let mut b = Bridge::with(now, None, session);
@@ -280,6 +320,7 @@ impl Bridge {
 
     fn with(now: Instant, audio: Option<RtpAudio>, layers: &[Value]) -> Bridge {
         let mut b = Bridge {
+            dialect: Dialect::Realtime,
             audio,
             phase: Phase::Connecting,
             created: now,
@@ -383,13 +424,16 @@ impl Bridge {
                 .flat_map(i16::to_le_bytes)
                 .collect();
             let audio = base64::engine::general_purpose::STANDARD.encode(chunk);
-            let append = EdgeEvent::Append { audio }.text();
+            let append = match self.dialect {
+                Dialect::Realtime => EdgeEvent::Append { audio }.text(),
+                Dialect::Live { .. } => EdgeEvent::LiveAppend { audio }.text(),
+            };
             if !self.link_open && self.early_appends >= MAX_EARLY_APPENDS {
                 // The caller talks before the upstream is there: its latest audio is kept.
                 if let Some(i) = self
                     .to_upstream
                     .iter()
-                    .position(|f| f.starts_with(APPEND_PREFIX))
+                    .position(|f| APPEND_PREFIXES.iter().any(|p| f.starts_with(p)))
                 {
                     self.to_upstream.remove(i);
                     self.early_appends -= 1;
@@ -422,6 +466,10 @@ impl Bridge {
                 return self.for_caller(text);
             }
         };
+        if let Dialect::Live { call_id } = &self.dialect {
+            let call_id = call_id.clone();
+            return self.on_live_text(&text, peek, &call_id);
+        }
         match peek.kind {
             "session.created" | "session.updated" => return self.on_session(&text, peek.kind),
             "error" => {
@@ -486,6 +534,48 @@ impl Bridge {
             }
         }
         self.for_caller(text);
+    }
+
+    /// A Live upstream's event. Its session is shown under the edge's id; its audio is one
+    /// stream played out, not forwarded; `session.closed` ends the call after it.
+    fn on_live_text(&mut self, text: &str, peek: Peek<'_>, call_id: &str) {
+        match peek.kind {
+            "session.started" | "session.updated" => {
+                let Ok(mut event) = serde_json::from_str::<Value>(text) else {
+                    return;
+                };
+                if let Some(session) = event.get_mut("session").and_then(Value::as_object_mut) {
+                    session.insert("id".into(), call_id.into());
+                }
+                self.session = event.get("session").cloned();
+                if peek.kind == "session.started" && self.phase == Phase::Connecting {
+                    self.phase = Phase::Open;
+                    self.updates_unanswered = 0;
+                }
+                self.for_caller(event.to_string());
+            }
+            "session.output_audio.delta" => {
+                if let Some(delta) = peek.delta {
+                    self.on_delta(LIVE_STREAM.into(), String::new(), 0, delta);
+                }
+            }
+            "session.closed" => {
+                self.for_caller(text.to_owned());
+                self.phase = Phase::Over;
+                self.end_requested = true;
+            }
+            "error" => {
+                let answers = peek.error.and_then(|e| e.client_event_id.or(e.event_id));
+                self.for_caller(text.to_owned());
+                // A refused start leaves nothing to talk to.
+                if answers.is_some_and(|id| id.starts_with(SESSION_UPDATE_ID))
+                    && self.phase == Phase::Connecting
+                {
+                    self.stop();
+                }
+            }
+            _ => self.for_caller(text.to_owned()),
+        }
     }
 
     /// The upstream's session, shown as the call has it; the connect-time updates' answers
@@ -662,6 +752,9 @@ impl Bridge {
                 a.last_sent_at = Some(now);
                 if !p.started {
                     p.started = true;
+                    if self.dialect != Dialect::Realtime {
+                        return Some((f.payload, f.samples));
+                    }
                     if let Some(end) = a.speech_end_at.take() {
                         a.timings.turn_ms =
                             Some(now.saturating_duration_since(end).as_millis() as u64);
@@ -676,7 +769,7 @@ impl Bridge {
                 return None;
             }
             let done = a.playout.pop_front().expect("the front is there");
-            if done.started {
+            if done.started && self.dialect == Dialect::Realtime {
                 self.edge_event(RealtimeServerEvent::OutputBufferStopped {
                     response_id: Some(done.response_id),
                 });
@@ -713,9 +806,16 @@ impl Bridge {
         }
         log::warn!("upstream link ended: {end:?}");
         let (code, message) = describe(end);
-        self.edge_event(RealtimeServerEvent::Error {
-            error: ClientError::server(code, message).into_object(),
-        });
+        let error = ClientError::server(code, message);
+        match self.dialect {
+            Dialect::Realtime => self.edge_event(RealtimeServerEvent::Error {
+                error: error.into_object(),
+            }),
+            Dialect::Live { .. } => {
+                let frame = crate::live::error_frame(error, None);
+                self.to_client.push_back(frame);
+            }
+        }
         self.stop();
     }
 
@@ -782,6 +882,10 @@ impl Bridge {
             .clone()
             .unwrap_or_else(|| serde_json::json!({}));
         let event_id = self.edge_id("event");
+        if let Dialect::Live { .. } = self.dialect {
+            return serde_json::json!({"type": "session.started", "event_id": event_id, "session": session})
+                .to_string();
+        }
         ServerEventFrame {
             event_id,
             event: RealtimeServerEvent::SessionCreated { session },
@@ -819,6 +923,26 @@ impl Bridge {
 }
 
 impl RtpAudio {
+    fn new(codec: Codec, append_ms: u32) -> RtpAudio {
+        RtpAudio {
+            codec,
+            decoder: Decoder::new(codec),
+            pending: Vec::new(),
+            append_samples: 24 * append_ms as usize,
+            playout: VecDeque::new(),
+            interrupted: VecDeque::new(),
+            last_model_sample: 0,
+            interrupt_response: true,
+            silence_ms: 0,
+            input_ms: 0,
+            arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
+            onset_at: None,
+            speech_end_at: None,
+            last_sent_at: None,
+            timings: BridgeTimings::default(),
+        }
+    }
+
     /// When the frame holding input time `ms` arrived.
     fn arrival_of(&self, ms: u64) -> Option<Instant> {
         self.arrivals

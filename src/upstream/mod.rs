@@ -84,6 +84,21 @@ impl UpstreamConfig {
         })
     }
 
+    /// The Live WebSocket beside a Realtime one (`…/v1/realtime` → `…/v1/live/sessions`, as
+    /// OpenAI and voice-edge place them); `None` for an upstream that is not at `/realtime`,
+    /// whose Live sessions then stay on the stubs.
+    pub fn live_url(&self) -> Option<String> {
+        let (base, query) = match self.url.split_once('?') {
+            Some((b, q)) => (b, Some(q)),
+            None => (self.url.as_str(), None),
+        };
+        let base = base.strip_suffix("/realtime")?;
+        Some(match query {
+            Some(q) => format!("{base}/live/sessions?{q}"),
+            None => format!("{base}/live/sessions"),
+        })
+    }
+
     /// The URL one call opens: the base with `model` in its query.
     pub fn url_for(&self, model: &str) -> String {
         let sep = if self.url.contains('?') { '&' } else { '?' };
@@ -131,6 +146,10 @@ mod tests {
         assert_eq!(
             c.url_for("script:weather"),
             "ws://127.0.0.1:8000/v1/realtime?x=1&model=script%3Aweather"
+        );
+        assert_eq!(
+            c.live_url().as_deref(),
+            Some("ws://127.0.0.1:8000/v1/live/sessions?x=1")
         );
         assert!(UpstreamConfig::new("https://api.openai.com", None, "m", 20).is_err());
         assert!(UpstreamConfig::new("ws://h/v1/realtime?model=a", None, "m", 20).is_err());

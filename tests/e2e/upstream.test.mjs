@@ -18,6 +18,7 @@ import WebSocket, { WebSocketServer } from 'ws';
 import { REPO_ROOT, launchBrowser, openDemo, openPage, pageState, rtcStats, serverDiagnostics, startCallAndWaitForAudio, startServer } from './harness.mjs';
 import { firefoxDemoTurn, inboundAudioStats, launchFirefox, openFirefoxPage } from './firefox.mjs';
 import { PLAIN_PAGE_HTML } from './plain-page.mjs';
+import { LIVE_PAGE_HTML } from './live-page.mjs';
 import { bundleBrowserEntry, pageEvents, sleep, startStaticServer, waitForEvent } from './realtime-util.mjs';
 
 const TURN_WAV = path.join(REPO_ROOT, 'fixtures', 'turn.wav');
@@ -123,6 +124,7 @@ describe('upstream bridge: an edge in front of another voice-edge', { timeout: 2
       '/': { type: 'text/html; charset=utf-8', body: PLAIN_PAGE_HTML },
       '/sdk.html': { type: 'text/html; charset=utf-8', body: SDK_HTML },
       '/sdk.js': { type: 'text/javascript; charset=utf-8', body: sdk },
+      '/live.html': { type: 'text/html; charset=utf-8', body: LIVE_PAGE_HTML },
     });
     chromium = await launchBrowser({ audioFile: TURN_WAV });
     browsers.push(chromium);
@@ -239,6 +241,47 @@ describe('upstream bridge: an edge in front of another voice-edge', { timeout: 2
       assert.ok(transcript && transcript.length > 0, 'the answer has a transcript');
       assert.ok(!events.some((e) => e.type === 'error'), `no error: ${JSON.stringify(events.filter((e) => e.type === 'error'))}`);
       console.log(`upstream tool call over WebRTC: ${JSON.stringify(args)} → "${transcript}" (stopped at event ${answer.index})`);
+    } catch (e) {
+      await failureDump(e, page);
+      throw e;
+    } finally {
+      await ctx.context.close().catch(() => {});
+    }
+  });
+
+  test('Live over WebRTC (POST /v1/live/sessions) bridged to the upstream Live WebSocket: started under the edge id, a spoken turn answered', { timeout: 40_000 }, async () => {
+    const ctx = await openPage(chromium, `${pages.origin}/live.html`);
+    const { page } = ctx;
+    try {
+      const baseUrl = edge.baseUrl.replace(/\/$/, '');
+      const created = await page.evaluate((o) => window.startLive(o), { baseUrl, session: { model: 'gpt-live-1', instructions: 'Echo the caller.' } });
+      assert.equal(created.status, 201);
+      const first = (await pageEvents(page)).events[0];
+      assert.equal(first.type, 'session.started', 'session.started is the first event');
+      assert.equal(first.session.id, created.body.session.id, "the edge's id, which the app holds");
+      assert.equal(first.session.instructions, 'Echo the caller.');
+      // The upstream's model owns the turn: it answers the spoken sentence on its own.
+      await waitForEvent(page, { type: 'session.output_transcript.delta' }, { timeoutMs: 15_000, what: 'the answer' });
+      const deadline = Date.now() + 10_000;
+      let audio = null;
+      while (Date.now() < deadline) {
+        audio = await page.evaluate(async () => {
+          let out = null;
+          (await window.rt.pc.getStats()).forEach((s) => {
+            if (s.type === 'inbound-rtp' && s.kind === 'audio') out = { packets: s.packetsReceived, energy: s.totalAudioEnergy };
+          });
+          return out;
+        });
+        if (audio && audio.packets > 50 && audio.energy > 0) break;
+        await sleep(200);
+      }
+      assert.ok(audio && audio.packets > 50 && audio.energy > 0, `the answer's audio: ${JSON.stringify(audio)}`);
+      const { events } = await pageEvents(page);
+      seen.push(JSON.stringify(events));
+      assert.ok(!events.some((e) => e.type === 'session.output_audio.delta'), 'audio travels on the track, not the channel');
+      await page.evaluate(() => window.sendEvent({ type: 'session.close', event_id: 'bye' }));
+      const closed = await waitForEvent(page, { type: 'session.closed' }, { timeoutMs: 5_000 });
+      assert.equal(closed.event.reason, 'close_requested');
     } catch (e) {
       await failureDump(e, page);
       throw e;

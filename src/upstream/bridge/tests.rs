@@ -530,3 +530,61 @@ fn late_deltas_of_an_interrupted_response_are_dropped() {
         "the next response plays"
     );
 }
+
+/// A Live session bridged to a Live upstream: one `session.start` with the WebSocket's format,
+/// `session.started` under the edge's id, audio appended and played as one stream with no
+/// buffer events, and `session.closed` ending the call.
+#[test]
+fn a_live_session_starts_upstream_plays_its_stream_and_ends_with_it() {
+    let t0 = Instant::now();
+    let session = json!({"model": "gpt-live-1", "instructions": "hi"});
+    let mut b = Bridge::live_rtp(t0, "live_edge1", Codec::Pcmu, 20, session);
+    b.on_upstream(t0, UpstreamEvent::Open);
+    b.on_channel_open();
+    let up = sent_up(&mut b);
+    assert_eq!(types(&up), ["session.start"]);
+    assert_eq!(up[0]["session"]["model"], "gpt-live-1");
+    assert_eq!(
+        up[0]["session"]["audio"]["format"],
+        json!({"type": "audio/pcm", "rate": 24000})
+    );
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "session.started", "event_id": "u1", "session": {"id": "live_upstream9", "model": "gpt-live-1"}}),
+    );
+    let out = to_caller(&mut b);
+    assert_eq!(types(&out), ["session.started"]);
+    assert_eq!(
+        out[0]["session"]["id"], "live_edge1",
+        "the app's id, not the upstream's"
+    );
+    assert_eq!(b.poll_timeout(), None);
+
+    b.on_rtp(t0, &[0x55; 160]);
+    assert_eq!(types(&sent_up(&mut b)), ["session.input_audio.append"]);
+    let live_delta =
+        |ms| json!({"type": "session.output_audio.delta", "event_id": "d", "delta": delta_b64(ms)});
+    upstream(&mut b, t0, live_delta(60));
+    upstream(&mut b, t0, live_delta(40));
+    assert_eq!(play(&mut b, t0, 300 * MS), 5);
+    assert!(
+        to_caller(&mut b).is_empty(),
+        "no deltas, no buffer events on Live"
+    );
+    upstream(&mut b, t0, live_delta(20));
+    assert_eq!(
+        play(&mut b, t0 + 300 * MS, 100 * MS),
+        1,
+        "the stream goes on"
+    );
+    assert!(b.welcome_frame().contains("session.started"));
+
+    upstream(
+        &mut b,
+        t0,
+        json!({"type": "session.closed", "event_id": "e", "reason": "close_requested"}),
+    );
+    assert_eq!(types(&to_caller(&mut b)), ["session.closed"]);
+    assert!(b.take_end());
+}
