@@ -127,6 +127,11 @@ pub struct LanMode {
     /// (--https, every interface) with a self-signed certificate, and print the URL as a QR code.
     #[arg(long = "lan", env = "VOICE_EDGE_LAN")]
     pub enabled: bool,
+    /// LAN mode with the API open to every device on the network, as before pairing: anyone
+    /// there can create calls and act on any call whose id they learn. Without it, only a
+    /// device that opened the printed URL (or scanned its QR code) may use the API.
+    #[arg(long = "lan-open", env = "VOICE_EDGE_LAN_OPEN", requires = "enabled")]
+    pub open: bool,
     /// The HTTPS listener of LAN mode (admin endpoints are not served on it).
     #[arg(long, env = "VOICE_EDGE_HTTPS", default_value = "0.0.0.0:8443")]
     pub https: SocketAddr,
@@ -301,6 +306,12 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
     let plans = MediaPlans::new(&cfg, &host);
     let media = start_media(&cfg, &plans, &keys, flow_cache)?;
     let flow_cache = redis.as_ref().map(FlowCacheRedis::describe);
+    // LAN mode's pairing key (see `signaling::pairing`) is a server key too, so the phone flow
+    // also works with --require-keys.
+    let pairing =
+        (cfg.lan.enabled && !cfg.lan.open).then(crate::signaling::pairing::Pairing::random);
+    let mut api_keys = cfg.api_keys.clone();
+    api_keys.extend(pairing.as_ref().map(|p| p.key().to_owned()));
     let signaling = Signaling::new(media.views, stats(&media.relays, flow_cache.clone()))
         .with_admin(
             admin_actions(&media.relays, &media.transceivers),
@@ -309,7 +320,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         .with_admin_token(cfg.admin_token.clone())
         .with_keys(crate::signaling::keys::Keys::new(
             cfg.require_keys,
-            cfg.api_keys.clone(),
+            api_keys,
         ))
         .with_call_limits(cfg.call_limits)
         .with_upstream(cfg.upstream.clone());
@@ -317,6 +328,7 @@ pub async fn start(cfg: AllInOneConfig) -> anyhow::Result<Running> {
         Some(
             start_https(
                 &cfg.lan,
+                pairing,
                 &host,
                 media.media_addr,
                 &signaling,
@@ -663,6 +675,7 @@ struct Lan {
 
 async fn start_https(
     lan: &LanMode,
+    pairing: Option<crate::signaling::pairing::Pairing>,
     host: &HostAddrs,
     media_addr: SocketAddr,
     signaling: &Signaling,
@@ -693,15 +706,22 @@ async fn start_https(
     };
     let pem = source.load()?;
     let cert = pem.origin.clone();
-    let server = HttpsServer::start(
-        lan.https,
-        pem,
-        signaling.clone().router_without_admin(),
-        limits,
-    )
-    .await?;
+    // The pairing key rides the URL's fragment: the browser keeps it, no server or log sees it.
+    let (router, fragment) = match pairing {
+        Some(pairing) => {
+            let fragment = format!("#key={}", pairing.key());
+            (signaling.clone().router_for_lan(pairing), fragment)
+        }
+        None => {
+            log::warn!(
+                "LAN mode is OPEN (--lan-open): every device on this network can create calls and act on any call whose id it learns"
+            );
+            (signaling.clone().router_without_admin(), String::new())
+        }
+    };
+    let server = HttpsServer::start(lan.https, pem, router, limits).await?;
     let url = format!(
-        "https://{}:{}/",
+        "https://{}:{}/{fragment}",
         media_address::url_host(lan_ip),
         server.addr.port()
     );

@@ -11,7 +11,7 @@
 //   netstats.js      getStats every second (RTT, jitter, loss, bitrate); per-turn latency
 //   faults.js        the call's /faults API (network impairment, blackout, ...) and ICE restart
 //   sideband.js      a second WebSocket on the call (GET /v1/realtime?call_id=): its events, send, close
-import { $, emit, errorDetail } from './lib.js';
+import { $, emit, errorDetail, pairingKey, withKey } from './lib.js';
 import * as conversation from './panes/conversation.js';
 import * as faults from './panes/faults.js';
 import * as inspector from './panes/inspector.js';
@@ -225,10 +225,10 @@ import * as tools from './panes/tools.js';
           live
             ? {
                 method: 'POST',
-                headers: { 'Content-Type': 'application/json' },
+                headers: withKey({ 'Content-Type': 'application/json' }),
                 body: JSON.stringify({ session: { model }, transport: { type: 'webrtc', sdp: offer.sdp } }),
               }
-            : { method: 'POST', headers: { 'Content-Type': 'application/sdp' }, body: offer.sdp },
+            : { method: 'POST', headers: withKey({ 'Content-Type': 'application/sdp' }), body: offer.sdp },
         );
       } catch (e) {
         throw new Error(`POST ${url} failed: ${e.message}`);
@@ -452,11 +452,12 @@ import * as tools from './panes/tools.js';
     const url = c.hangupUrl;
     c.hangupUrl = null; // once
     if (!url) return Promise.resolve();
-    if (beacon && navigator.sendBeacon) {
+    // A beacon carries no headers: with a pairing key, the keepalive fetch below goes instead.
+    if (beacon && navigator.sendBeacon && !pairingKey) {
       navigator.sendBeacon(url);
       return Promise.resolve();
     }
-    return fetch(url, { method: 'POST', keepalive: true })
+    return fetch(url, { method: 'POST', keepalive: true, headers: withKey() })
       .then(async (res) => {
         const text = await res.text();
         if (c === call) ve.hangup = { status: res.status, ok: res.ok };
@@ -533,7 +534,7 @@ import * as tools from './panes/tools.js';
     await pc.setLocalDescription(offer);
     let res;
     try {
-      res = await fetch(c.callUrl, { method: 'PATCH', headers: { 'Content-Type': 'application/sdp' }, body: offer.sdp });
+      res = await fetch(c.callUrl, { method: 'PATCH', headers: withKey({ 'Content-Type': 'application/sdp' }), body: offer.sdp });
     } catch (e) {
       await pc.setLocalDescription({ type: 'rollback' }).catch(() => {});
       throw new Error(`PATCH ${c.callUrl} failed: ${e.message}`);

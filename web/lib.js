@@ -60,11 +60,27 @@ export function errorDetail(body, res) {
 }
 
 /**
+ * LAN mode's pairing key, from the fragment of the URL the server printed (`#key=…`): browsers
+ * never send a fragment, so only this page knows it. `null` when the page was opened without one.
+ */
+export const pairingKey = new URLSearchParams(window.location.hash.slice(1)).get('key');
+
+/** `headers` plus the pairing key as the bearer key, when there is one. */
+export function withKey(headers = {}) {
+  return pairingKey ? { ...headers, Authorization: `Bearer ${pairingKey}` } : headers;
+}
+
+/** A WebSocket's sub-protocols: `realtime`, and the pairing key where headers cannot go. */
+export function socketProtocols() {
+  return pairingKey ? ['realtime', `openai-insecure-api-key.${pairingKey}`] : ['realtime'];
+}
+
+/**
  * fetch() that never throws: {ok, status, text, json, error}. `error` is a one-line description for
  * non-2xx answers and network failures, ready to show.
  */
 export async function request(method, url, body) {
-  const init = { method, headers: {} };
+  const init = { method, headers: withKey() };
   if (body !== undefined) {
     init.headers['Content-Type'] = 'application/json';
     init.body = typeof body === 'string' ? body : JSON.stringify(body);

@@ -17,6 +17,7 @@ mod errors;
 mod faults;
 pub mod keys;
 mod live;
+pub mod pairing;
 mod placement;
 mod web;
 mod websocket;
@@ -164,6 +165,16 @@ impl Signaling {
     /// reach (LAN mode), since admin actions are for the operator on this machine.
     pub fn router_without_admin(self) -> Router {
         self.routes(false)
+    }
+
+    /// [`Self::router_without_admin`] for LAN mode's listener: the API only with `pairing`'s
+    /// key (see [`pairing`]).
+    pub fn router_for_lan(self, pairing: pairing::Pairing) -> Router {
+        self.routes(false)
+            .layer(axum::middleware::from_fn_with_state(
+                pairing,
+                pairing::guard,
+            ))
     }
 
     fn routes(self, admin: bool) -> Router {

@@ -602,7 +602,9 @@ async fn idle_connections_are_closed_after_the_header_timeout() {
     })
     .await;
     let https: std::net::SocketAddr = {
+        // https://HOST:PORT/#key=… (the pairing key rides the fragment)
         let url = server.https_url.as_deref().unwrap();
+        let url = url.split('#').next().unwrap();
         let port = url.rsplit(':').next().unwrap().trim_end_matches('/');
         format!("127.0.0.1:{port}").parse().unwrap()
     };

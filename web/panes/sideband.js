@@ -12,7 +12,7 @@
 //
 // window.voiceEdge.sideband: {state: idle|connecting|open|closed, url, protocol, events (types
 // received), log (records), close: {code, reason, wasClean} | null, attach(), send(ev), detach()}.
-import { $, on } from '../lib.js';
+import { $, on, socketProtocols } from '../lib.js';
 import { eventList } from './eventlist.js';
 
 const PRESETS = {
@@ -73,7 +73,7 @@ export function init({ ve, now, note }) {
     sb.protocol = null;
     rows.clear();
     const url = (sb.url = socketUrl(callId));
-    const s = (ws = new WebSocket(url, ['realtime']));
+    const s = (ws = new WebSocket(url, socketProtocols()));
     let opened = false;
     sb.state = 'connecting';
     add({ t: now(), dir: 'note', type: `connecting to ${url}` });
