@@ -40,6 +40,24 @@ impl Default for CallLimits {
     }
 }
 
+/// The client an address belongs to, for its cap: an IPv6 address by its /64 (one host is
+/// handed a whole /64 and can pick any address in it), an IPv4-mapped one as the IPv4 address,
+/// and every loopback address as one (127.0.0.2 is the same machine as 127.0.0.1).
+fn client_of(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(v4) if v4.is_loopback() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => client_of(IpAddr::V4(v4)),
+            None if v6.is_loopback() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+            None => {
+                let s = v6.segments();
+                IpAddr::V6(std::net::Ipv6Addr::new(s[0], s[1], s[2], s[3], 0, 0, 0, 0))
+            }
+        },
+    }
+}
+
 #[derive(Default)]
 struct Client {
     /// Call ids given to this client that were live when last checked (or since).
@@ -110,7 +128,7 @@ impl ClientCalls {
     /// Whether `ip` may place one more call now (`None`: the peer address is unknown, as in
     /// in-memory tests; it is not capped).
     pub fn admit(self: &Arc<Self>, ip: Option<IpAddr>, now: Instant) -> Admit {
-        let (Some(ip), true) = (ip, self.max_per_client > 0) else {
+        let (Some(ip), true) = (ip.map(client_of), self.max_per_client > 0) else {
             return Admit::Yes(Slot {
                 calls: self.clone(),
                 ip: None,
@@ -135,6 +153,7 @@ impl ClientCalls {
     /// Forgets the calls of `ip` that were `checked` and not found `live` (the transceivers'
     /// answer to a [`Admit::Recheck`]); calls placed since the check was asked for stay.
     pub fn keep_live(&self, ip: IpAddr, checked: &[String], live: &HashSet<String>) {
+        let ip = client_of(ip);
         let mut clients = self.clients.lock().unwrap();
         if let Some(c) = clients.get_mut(&ip) {
             c.calls
@@ -172,6 +191,29 @@ impl ClientCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An IPv6 host picks any address of its /64, and every loopback address is this machine:
+    /// neither gets a fresh cap by changing address.
+    #[test]
+    fn a_client_is_its_v6_64_or_its_v4_address_and_loopback_is_one() {
+        let c = |s: &str| client_of(s.parse().unwrap());
+        assert_eq!(c("2001:db8:1:2:aaaa::1"), c("2001:db8:1:2:ffff::9"));
+        assert_ne!(c("2001:db8:1:2::1"), c("2001:db8:1:3::1"));
+        assert_eq!(c("127.0.0.2"), c("127.0.0.1"));
+        assert_eq!(c("::1"), c("127.0.0.1"));
+        assert_eq!(c("::ffff:192.0.2.7"), c("192.0.2.7"));
+        assert_ne!(c("192.0.2.7"), c("192.0.2.8"));
+        let calls = Arc::new(ClientCalls::new(1));
+        let now = Instant::now();
+        let Admit::Yes(slot) = calls.admit(Some("2001:db8::1".parse().unwrap()), now) else {
+            panic!("the first call is admitted");
+        };
+        slot.placed("rtc_1");
+        assert!(matches!(
+            calls.admit(Some("2001:db8::2".parse().unwrap()), now),
+            Admit::Recheck(_)
+        ));
+    }
 
     fn yes(a: Admit) -> Slot {
         match a {
