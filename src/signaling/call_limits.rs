@@ -43,7 +43,7 @@ impl Default for CallLimits {
 /// The client an address belongs to, for its cap: an IPv6 address by its /64 (one host is
 /// handed a whole /64 and can pick any address in it), an IPv4-mapped one as the IPv4 address,
 /// and every loopback address as one (127.0.0.2 is the same machine as 127.0.0.1).
-fn client_of(ip: IpAddr) -> IpAddr {
+pub(super) fn client_of(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V4(v4) if v4.is_loopback() => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
         IpAddr::V4(v4) => IpAddr::V4(v4),
@@ -188,9 +188,72 @@ impl ClientCalls {
     }
 }
 
+/// Ephemeral keys a client may mint per minute when minting needs no server key (the
+/// default and LAN modes): enough for any app, and 20,000 keys (the store) take a client over
+/// five hours instead of seconds.
+pub const MINTS_PER_MINUTE: u32 = 60;
+
+/// A token bucket per client for `POST /v1/realtime/client_secrets` in the open modes.
+#[derive(Default)]
+pub struct MintRate {
+    buckets: Mutex<HashMap<IpAddr, (f64, Instant)>>,
+}
+
+impl MintRate {
+    /// Takes one mint for `ip` at `now`, or says in how many seconds one is free.
+    pub fn take(&self, ip: Option<IpAddr>, now: Instant) -> Result<(), u64> {
+        let Some(ip) = ip.map(client_of) else {
+            return Ok(());
+        };
+        let per_sec = f64::from(MINTS_PER_MINUTE) / 60.0;
+        let full = f64::from(MINTS_PER_MINUTE);
+        let mut buckets = self.buckets.lock().unwrap();
+        if buckets.len() > 10_000 {
+            // Buckets that have refilled hold nothing worth keeping.
+            buckets.retain(|_, (tokens, at)| {
+                *tokens + now.duration_since(*at).as_secs_f64() * per_sec < full
+            });
+        }
+        let (tokens, at) = buckets.entry(ip).or_insert((full, now));
+        *tokens = (*tokens + now.duration_since(*at).as_secs_f64() * per_sec).min(full);
+        *at = now;
+        if *tokens >= 1.0 {
+            *tokens -= 1.0;
+            Ok(())
+        } else {
+            Err(((1.0 - *tokens) / per_sec).ceil() as u64)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn minting_is_a_minute_s_worth_at_once_then_one_a_second() {
+        let rate = MintRate::default();
+        let t0 = Instant::now();
+        let ip = Some("192.0.2.9".parse().unwrap());
+        for _ in 0..MINTS_PER_MINUTE {
+            assert_eq!(rate.take(ip, t0), Ok(()));
+        }
+        assert_eq!(rate.take(ip, t0), Err(1));
+        assert_eq!(
+            rate.take(Some("192.0.2.10".parse().unwrap()), t0),
+            Ok(()),
+            "another client"
+        );
+        assert_eq!(
+            rate.take(ip, t0 + std::time::Duration::from_millis(1100)),
+            Ok(())
+        );
+        assert_eq!(
+            rate.take(None, t0),
+            Ok(()),
+            "no peer address (in-process): not limited"
+        );
+    }
 
     /// An IPv6 host picks any address of its /64, and every loopback address is this machine:
     /// neither gets a fresh cap by changing address.

@@ -82,6 +82,8 @@ pub struct Signaling {
     upstream: Option<Arc<crate::upstream::UpstreamConfig>>,
     /// Whether the upstream answers, for `/health`.
     upstream_probe: Arc<crate::upstream::health::Probe>,
+    /// Mints per client where minting is open (see [`call_limits::MintRate`]).
+    mint_rate: Arc<call_limits::MintRate>,
 }
 
 /// What `/metrics` counts of the call API.
@@ -116,6 +118,7 @@ impl Signaling {
             )),
             upstream: None,
             upstream_probe: Arc::default(),
+            mint_rate: Arc::default(),
         }
     }
 
@@ -302,10 +305,28 @@ fn key_error(e: keys::KeyError) -> ApiError {
 
 async fn client_secrets(
     State(sig): State<Signaling>,
+    peer: Option<axum::Extension<axum::extract::ConnectInfo<SocketAddr>>>,
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Result<Json<Value>, ApiError> {
     sig.keys.check_mint(bearer(&headers)).map_err(key_error)?;
+    // Where minting needs no server key, one client must not fill the key store for everyone.
+    if !sig.keys.require {
+        let ip = peer.map(|p| p.0.0.ip());
+        sig.mint_rate
+            .take(ip, std::time::Instant::now())
+            .map_err(|wait| {
+                ApiError::invalid(
+                    "too_many_mints",
+                    format!(
+                        "this client minted {} keys in the last minute; retry in {wait} s",
+                        call_limits::MINTS_PER_MINUTE
+                    ),
+                )
+                .with_status(StatusCode::TOO_MANY_REQUESTS)
+                .with_retry_after(wait)
+            })?;
+    }
     let req: Value = if body.iter().all(u8::is_ascii_whitespace) {
         json!({})
     } else {

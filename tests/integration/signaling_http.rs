@@ -533,7 +533,13 @@ async fn offers_the_server_cannot_honour_are_refused_and_real_ones_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn client_secrets_are_bounded_in_size_and_in_total() {
     use voice_edge::signaling::keys::{MAX_EPHEMERAL_BYTES, MAX_SESSION_BYTES};
-    let server = start_local(AllInOneConfig::default()).await;
+    // With a server key: minting with one is not rate-limited per client (open minting is).
+    let server = start_local(AllInOneConfig {
+        require_keys: true,
+        api_keys: vec!["sk-test".into()],
+        ..Default::default()
+    })
+    .await;
     let h = server.http_addr;
     let mint = |instructions: usize| {
         serde_json::to_vec(&serde_json::json!({
@@ -541,11 +547,12 @@ async fn client_secrets_are_bounded_in_size_and_in_total() {
         }))
         .unwrap()
     };
-    let r = http_post(
+    let r = common::http_post_auth(
         h,
         "/v1/realtime/client_secrets",
         "application/json",
         &mint(MAX_SESSION_BYTES),
+        "sk-test",
     )
     .await;
     assert_eq!(
@@ -558,7 +565,14 @@ async fn client_secrets_are_bounded_in_size_and_in_total() {
     let most = MAX_EPHEMERAL_BYTES / (MAX_SESSION_BYTES - 200);
     let mut minted = 0;
     let full = loop {
-        let r = http_post(h, "/v1/realtime/client_secrets", "application/json", &body).await;
+        let r = common::http_post_auth(
+            h,
+            "/v1/realtime/client_secrets",
+            "application/json",
+            &body,
+            "sk-test",
+        )
+        .await;
         if r.status != 200 {
             break r;
         }
@@ -579,6 +593,34 @@ async fn client_secrets_are_bounded_in_size_and_in_total() {
     let retry: u64 = full.headers["retry-after"].parse().unwrap();
     assert!((1..=600).contains(&retry), "Retry-After: {retry}");
     server.shutdown().await;
+}
+
+/// Where minting needs no key, one client gets a minute's worth at once and then waits, in
+/// the error shape with Retry-After, rather than filling the key store for everyone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_minting_is_rate_limited_per_client() {
+    let server = start_local(AllInOneConfig::default()).await;
+    let h = server.http_addr;
+    let mut minted = 0;
+    let refused = loop {
+        let r = http_post(h, "/v1/realtime/client_secrets", "application/json", b"{}").await;
+        if r.status != 200 {
+            break r;
+        }
+        minted += 1;
+        assert!(minted <= 70, "no limit after {minted} mints");
+    };
+    assert_eq!(
+        minted,
+        voice_edge::signaling::call_limits::MINTS_PER_MINUTE as usize
+    );
+    assert_eq!(
+        (refused.status, error_code(&refused.body).as_str()),
+        (429, "too_many_mints"),
+        "{}",
+        refused.body
+    );
+    assert_eq!(refused.headers["retry-after"], "1");
 }
 
 /// A connection that sends no request is closed after the header timeout, on the HTTP and the
