@@ -37,7 +37,20 @@ pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static s
                         let _ = tokio::time::timeout(CLOSE_GRACE, socket.recv()).await;
                         return;
                     }
-                    Some(Err(_)) | None => return,
+                    Some(Err(e)) => {
+                        // A message over the limit: say so (1009), as RFC 6455 asks, rather
+                        // than drop the connection.
+                        if is_too_big(e) {
+                            let _ = socket
+                                .send(Message::Close(Some(CloseFrame {
+                                    code: 1009,
+                                    reason: "message too big".into(),
+                                })))
+                                .await;
+                        }
+                        return;
+                    }
+                    None => return,
                 };
                 if to_session.send(text).await.is_err() {
                     break; // the session ended: send what it said last, then close
@@ -51,6 +64,14 @@ pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static s
         }
     }
     close(socket, reason).await;
+}
+
+/// Whether reading failed because a message or frame was over the socket's size limit.
+fn is_too_big(e: axum::Error) -> bool {
+    use tokio_tungstenite::tungstenite::Error;
+    e.into_inner()
+        .downcast_ref::<Error>()
+        .is_some_and(|e| matches!(e, Error::Capacity(_)))
 }
 
 /// Closes normally (1000) and waits, within [`CLOSE_GRACE`], for the client's reply: dropping

@@ -449,3 +449,30 @@ async fn sessions_count_against_the_per_client_cap_while_open() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A client event over the size limit (16 MiB, the service's 15 MiB append with room for its
+/// JSON) closes the socket with 1009, as RFC 6455 says, not a dropped connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_message_over_the_limit_is_closed_with_1009() {
+    let server = start().await;
+    let mut ws = Ws::open(server.http_addr, "model=echo").await;
+    ws.wait_for("session.created", Duration::from_secs(5)).await;
+    let big = format!(
+        r#"{{"type":"input_audio_buffer.append","audio":"{}"}}"#,
+        "A".repeat(17 * 1024 * 1024)
+    );
+    let _ = ws.socket.send(Message::Text(big.into())).await;
+    let close = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            match ws.socket.next().await {
+                Some(Ok(Message::Close(frame))) => return frame,
+                Some(Ok(_)) => continue,
+                other => panic!("the connection ended without a close frame: {other:?}"),
+            }
+        }
+    })
+    .await
+    .expect("a close frame within 10 s");
+    let frame = close.expect("a close code");
+    assert_eq!(u16::from(frame.code), 1009, "{frame:?}");
+}
