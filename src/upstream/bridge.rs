@@ -23,134 +23,32 @@
 //! session the call really has, as the service's does. The edge's own client events carry
 //! `event_id`s starting `edge_`; errors answering them are the edge's business, not the
 //! caller's (a cancel racing the model's own end of the response), and are only logged.
+//!
+//! Layout: this file is the bridge's state and its dispatch; `wire` what it reads and writes
+//! of events, `rtp_audio` the WebRTC side's audio and timings, `live` the Live dialect.
+
+mod live;
+mod rtp_audio;
+mod wire;
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use base64::Engine as _;
 use bytes::Bytes;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::link::{CONNECT_TIMEOUT, LinkEnd};
 use crate::audio::Codec;
-use crate::audio::codec::Decoder;
 use crate::audio::player::Player;
 use crate::realtime::{ClientError, RealtimeServerEvent, ServerEventFrame};
-
-/// Caller audio kept while the upstream connects: 3 s of 20 ms appends, the oldest dropped
-/// first (the connect bound is 5 s, and the link's queue must not hold a stalled connect's
-/// audio, or the call would fail as stalled rather than timed out).
-const MAX_EARLY_APPENDS: usize = 150;
-/// How an edge append's text starts (serde writes the tag first), in each dialect.
-const APPEND_PREFIXES: [&str; 2] = [
-    r#"{"type":"input_audio_buffer.append""#,
-    r#"{"type":"session.input_audio.append""#,
-];
-
-/// The `event_id`s of the edge's connect-time `session.update`s: `edge_session_N`.
-const SESSION_UPDATE_KIND: &str = "session";
-const SESSION_UPDATE_ID: &str = "edge_session_";
-
-/// Events for the caller held until its channel opens; past this the upstream is flooding a
-/// call that is not there, and the call fails.
-const MAX_HELD: usize = 4096;
-
-/// What the edge sends upstream of its own accord.
-#[derive(Serialize)]
-#[serde(tag = "type")]
-enum EdgeEvent<'a> {
-    #[serde(rename = "session.update")]
-    SessionUpdate {
-        event_id: String,
-        session: &'a Value,
-    },
-    #[serde(rename = "input_audio_buffer.append")]
-    Append { audio: String },
-    #[serde(rename = "session.input_audio.append")]
-    LiveAppend { audio: String },
-    #[serde(rename = "response.cancel")]
-    Cancel {
-        event_id: String,
-        response_id: &'a str,
-    },
-    #[serde(rename = "conversation.item.truncate")]
-    Truncate {
-        event_id: String,
-        item_id: &'a str,
-        content_index: u32,
-        audio_end_ms: u64,
-    },
-}
-
-impl EdgeEvent<'_> {
-    fn text(&self) -> String {
-        serde_json::to_string(self).expect("edge events serialize")
-    }
-}
-
-/// The fields of an upstream or client event the bridge acts on; the rest passes untouched.
-#[derive(Deserialize, Default)]
-struct Peek<'a> {
-    #[serde(rename = "type", borrow, default)]
-    kind: &'a str,
-    #[serde(default)]
-    response_id: Option<String>,
-    #[serde(default)]
-    item_id: Option<String>,
-    #[serde(default)]
-    content_index: Option<u32>,
-    #[serde(default, borrow)]
-    delta: Option<&'a str>,
-    #[serde(default)]
-    audio_start_ms: Option<u64>,
-    #[serde(default)]
-    audio_end_ms: Option<u64>,
-    #[serde(default)]
-    response: Option<IdOnly>,
-    #[serde(default)]
-    error: Option<ErrorPeek>,
-}
-
-#[derive(Deserialize)]
-struct IdOnly {
-    id: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct ErrorPeek {
-    event_id: Option<String>,
-    /// Live's name for it.
-    client_event_id: Option<String>,
-}
-
-/// The session's settings the bridge follows.
-#[derive(Deserialize, Default)]
-struct SessionPeek {
-    #[serde(default)]
-    audio: Option<AudioPeek>,
-}
-#[derive(Deserialize, Default)]
-struct AudioPeek {
-    #[serde(default)]
-    input: Option<InputPeek>,
-}
-#[derive(Deserialize, Default)]
-struct InputPeek {
-    #[serde(default)]
-    turn_detection: Option<TurnPeek>,
-}
-#[derive(Deserialize)]
-struct TurnPeek {
-    #[serde(default = "yes")]
-    interrupt_response: bool,
-    /// `server_vad`'s; `semantic_vad` names none.
-    #[serde(default)]
-    silence_duration_ms: Option<u64>,
-}
-fn yes() -> bool {
-    true
-}
+pub use rtp_audio::BridgeTimings;
+use rtp_audio::{ARRIVALS_KEPT, Playing, RtpAudio};
+pub(super) use wire::describe;
+use wire::{
+    APPEND_PREFIXES, EdgeEvent, MAX_EARLY_APPENDS, MAX_HELD, Peek, SESSION_UPDATE_ID,
+    SESSION_UPDATE_KIND, SessionPeek, force_pcm, show_formats,
+};
 
 /// Which protocol the upstream speaks.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -175,63 +73,6 @@ enum Phase {
     Open,
     /// Failed or ended: nothing more goes up or comes down.
     Over,
-}
-
-/// One response's audio on its way to the caller.
-struct Playing {
-    player: Player,
-    response_id: String,
-    item_id: String,
-    content_index: u32,
-    started: bool,
-}
-
-/// The WebRTC side: the call's codec both ways, caller audio up, model audio played out.
-struct RtpAudio {
-    codec: Codec,
-    decoder: Decoder,
-    /// 24 kHz caller audio not yet a whole append.
-    pending: Vec<i16>,
-    append_samples: usize,
-    /// The response playing first, then any queued behind it.
-    playout: VecDeque<Playing>,
-    /// Responses whose playout was stopped (barge-in, clear): deltas still on their way for
-    /// them are dropped, not played after the interruption. The last few are enough.
-    interrupted: VecDeque<String>,
-    /// The last 24 kHz sample of the model's audio, for interpolating the next delta's first.
-    last_model_sample: i16,
-    interrupt_response: bool,
-    /// The upstream VAD's silence before it ends a turn: its `audio_end_ms` is that much after
-    /// the speech's end.
-    silence_ms: u64,
-    /// Caller audio sent up so far, in ms of the upstream's input timeline.
-    input_ms: u64,
-    /// (input ms at a frame's start, its arrival) of recent frames: the upstream's VAD names
-    /// input times, the timings need arrivals.
-    arrivals: VecDeque<(u64, Instant)>,
-    /// Arrival of the caller's speech onset and end, from the upstream's VAD events.
-    onset_at: Option<Instant>,
-    speech_end_at: Option<Instant>,
-    last_sent_at: Option<Instant>,
-    timings: BridgeTimings,
-}
-
-/// Frames' arrival times kept for the timings (≈ 2 s of 20 ms frames).
-const ARRIVALS_KEPT: usize = 100;
-
-/// The edge's view of a bridged call's latencies, as the stubs' media side measures them:
-/// the upstream's processing plus what the bridge adds, from arrival of the caller's audio to
-/// the model's audio leaving for the caller.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct BridgeTimings {
-    /// Arrival of the frame holding the speech's end (the upstream's `speech_stopped`
-    /// `audio_end_ms`, less its VAD's `silence_duration_ms`, which that includes) → the reply's
-    /// first frame sent. With `semantic_vad` (no silence named) it runs from the VAD's decision.
-    pub turn_ms: Option<u64>,
-    /// Arrival of the frame holding a barge-in's onset → the last frame of the interrupted reply.
-    pub barge_in_ms: Option<u64>,
-    pub barge_ins: u64,
-    pub turns_answered: u64,
 }
 
 pub struct Bridge {
@@ -277,38 +118,6 @@ impl Bridge {
         }
         layers.push(pcm);
         Bridge::with(now, Some(audio), &layers)
-    }
-
-    /// A bridge for a Live WebRTC session `call_id` to an upstream Live WebSocket, started with
-    /// `session` (the checked config of `POST /v1/live/sessions`, its model the upstream's).
-    pub fn live_rtp(
-        now: Instant,
-        call_id: &str,
-        codec: Codec,
-        append_ms: u32,
-        mut session: Value,
-    ) -> Bridge {
-        let mut b = Bridge::with(now, Some(RtpAudio::new(codec, append_ms)), &[]);
-        b.dialect = Dialect::Live {
-            call_id: call_id.to_owned(),
-        };
-        // The WebSocket's format, which a WebRTC config never names: PCM at 24 kHz.
-        if let Some(obj) = session.as_object_mut() {
-            let audio = obj.entry("audio").or_insert_with(|| serde_json::json!({}));
-            if let Some(audio) = audio.as_object_mut() {
-                audio.insert(
-                    "format".into(),
-                    serde_json::json!({"type": "audio/pcm", "rate": 24000}),
-                );
-            }
-        }
-        let event_id = b.edge_id(SESSION_UPDATE_KIND);
-        b.to_upstream.push_back(
-            serde_json::json!({"type": "session.start", "event_id": event_id, "session": session})
-                .to_string(),
-        );
-        b.updates_unanswered = 1;
-        b
     }
 
     /// A bridge for a WebSocket session: events pass as they are, formats are the client's.
@@ -534,48 +343,6 @@ impl Bridge {
             }
         }
         self.for_caller(text);
-    }
-
-    /// A Live upstream's event. Its session is shown under the edge's id; its audio is one
-    /// stream played out, not forwarded; `session.closed` ends the call after it.
-    fn on_live_text(&mut self, text: &str, peek: Peek<'_>, call_id: &str) {
-        match peek.kind {
-            "session.started" | "session.updated" => {
-                let Ok(mut event) = serde_json::from_str::<Value>(text) else {
-                    return;
-                };
-                if let Some(session) = event.get_mut("session").and_then(Value::as_object_mut) {
-                    session.insert("id".into(), call_id.into());
-                }
-                self.session = event.get("session").cloned();
-                if peek.kind == "session.started" && self.phase == Phase::Connecting {
-                    self.phase = Phase::Open;
-                    self.updates_unanswered = 0;
-                }
-                self.for_caller(event.to_string());
-            }
-            "session.output_audio.delta" => {
-                if let Some(delta) = peek.delta {
-                    self.on_delta(LIVE_STREAM.into(), String::new(), 0, delta);
-                }
-            }
-            "session.closed" => {
-                self.for_caller(text.to_owned());
-                self.phase = Phase::Over;
-                self.end_requested = true;
-            }
-            "error" => {
-                let answers = peek.error.and_then(|e| e.client_event_id.or(e.event_id));
-                self.for_caller(text.to_owned());
-                // A refused start leaves nothing to talk to.
-                if answers.is_some_and(|id| id.starts_with(SESSION_UPDATE_ID))
-                    && self.phase == Phase::Connecting
-                {
-                    self.stop();
-                }
-            }
-            _ => self.for_caller(text.to_owned()),
-        }
     }
 
     /// The upstream's session, shown as the call has it; the connect-time updates' answers
@@ -919,124 +686,6 @@ impl Bridge {
         let event_id = self.edge_id("event");
         let text = ServerEventFrame { event_id, event }.to_text();
         self.to_client.push_back(text);
-    }
-}
-
-impl RtpAudio {
-    fn new(codec: Codec, append_ms: u32) -> RtpAudio {
-        RtpAudio {
-            codec,
-            decoder: Decoder::new(codec),
-            pending: Vec::new(),
-            append_samples: 24 * append_ms as usize,
-            playout: VecDeque::new(),
-            interrupted: VecDeque::new(),
-            last_model_sample: 0,
-            interrupt_response: true,
-            silence_ms: 0,
-            input_ms: 0,
-            arrivals: VecDeque::with_capacity(ARRIVALS_KEPT),
-            onset_at: None,
-            speech_end_at: None,
-            last_sent_at: None,
-            timings: BridgeTimings::default(),
-        }
-    }
-
-    /// When the frame holding input time `ms` arrived.
-    fn arrival_of(&self, ms: u64) -> Option<Instant> {
-        self.arrivals
-            .iter()
-            .rev()
-            .find(|(at, _)| *at <= ms)
-            .map(|(_, t)| *t)
-    }
-}
-
-/// An `error` event's code and message for how the link ended.
-pub(super) fn describe(end: &LinkEnd) -> (&'static str, String) {
-    match end {
-        LinkEnd::Refused {
-            status,
-            code,
-            message,
-        } => {
-            let what = match status {
-                401 => "upstream_unauthorized",
-                403 => "upstream_forbidden",
-                404 => "upstream_not_found",
-                429 => "upstream_rate_limited",
-                _ => "upstream_refused",
-            };
-            let detail = match (code, message) {
-                (Some(c), Some(m)) => format!(" ({c}: {m})"),
-                (Some(c), None) => format!(" ({c})"),
-                (None, Some(m)) => format!(" ({m})"),
-                (None, None) => String::new(),
-            };
-            (
-                what,
-                format!("The upstream model server refused the session: HTTP {status}{detail}."),
-            )
-        }
-        LinkEnd::Unreachable(why) => (
-            "upstream_unreachable",
-            format!("The upstream model server could not be reached: {why}."),
-        ),
-        LinkEnd::Timeout => (
-            "upstream_timeout",
-            format!(
-                "The upstream model server did not open the session within {} s.",
-                CONNECT_TIMEOUT.as_secs()
-            ),
-        ),
-        LinkEnd::Dropped(why) => (
-            "upstream_disconnected",
-            format!("The upstream model server went away mid-call: {why}."),
-        ),
-        LinkEnd::Stalled => (
-            "upstream_stalled",
-            format!(
-                "The upstream model server stopped reading: {} events waited for it.",
-                super::link::SEND_QUEUE
-            ),
-        ),
-    }
-}
-
-/// Sets a session layer's formats to 24 kHz PCM, where it names them (the edge's choice on
-/// WebRTC, whatever the client asks).
-fn force_pcm(session: &mut Value) {
-    let Some(audio) = session.get_mut("audio").and_then(Value::as_object_mut) else {
-        return;
-    };
-    for side in ["input", "output"] {
-        if let Some(s) = audio.get_mut(side).and_then(Value::as_object_mut)
-            && s.contains_key("format")
-        {
-            s.insert(
-                "format".into(),
-                serde_json::json!({"type": "audio/pcm", "rate": 24000}),
-            );
-        }
-    }
-}
-
-/// A session as WebRTC shows it: its audio in the call's codec (PCM at 24 kHz for Opus, as
-/// the service's WebRTC sessions say), not the upstream's.
-fn show_formats(session: &mut Value, codec: Codec) {
-    let format = crate::realtime::AudioFormat::from_name(codec.realtime_format())
-        .and_then(|f| serde_json::to_value(f).ok());
-    let (Some(format), Some(audio)) = (
-        format,
-        session.get_mut("audio").and_then(Value::as_object_mut),
-    ) else {
-        return;
-    };
-    for side in ["input", "output"] {
-        if let Some(s) = audio.get_mut(side).and_then(Value::as_object_mut) {
-            s.insert("format".into(), format.clone());
-        }
     }
 }
 

@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::audio::codec::Decoder;
 use crate::upstream::UpstreamEvent;
 
 const MS: Duration = Duration::from_millis(1);
