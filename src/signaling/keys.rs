@@ -184,6 +184,15 @@ impl Keys {
             .any(|k| super::admin_access::same_secret(k.as_bytes(), key.as_bytes()))
     }
 
+    /// Whether `key` is one this server issued or was given: a server key, or an ephemeral key
+    /// that has not expired (LAN pairing admits these beside its own key).
+    pub fn knows(&self, key: &str) -> bool {
+        self.is_server_key(key)
+            || self
+                .ephemeral(key)
+                .is_some_and(|e| e.expires_at > now_secs())
+    }
+
     /// Checks a `/calls` request's key. Returns the ephemeral key's session, if one was used.
     pub fn check_call(&self, bearer: Option<&str>) -> Result<Option<Value>, KeyError> {
         let found = bearer.and_then(|k| self.ephemeral(k));

@@ -173,11 +173,12 @@ impl Signaling {
     /// [`Self::router_without_admin`] for LAN mode's listener: the API only with `pairing`'s
     /// key (see [`pairing`]).
     pub fn router_for_lan(self, pairing: pairing::Pairing) -> Router {
+        let guard = pairing::Guard {
+            pairing,
+            keys: self.keys.clone(),
+        };
         self.routes(false)
-            .layer(axum::middleware::from_fn_with_state(
-                pairing,
-                pairing::guard,
-            ))
+            .layer(axum::middleware::from_fn_with_state(guard, pairing::guard))
     }
 
     fn routes(self, admin: bool) -> Router {

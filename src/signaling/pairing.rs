@@ -6,7 +6,9 @@
 //! recording or hang up. The key travels in the printed URL's fragment (and its QR code), which
 //! a browser never sends to a server or writes to a log; the demo page reads it and sends it as
 //! its bearer key (or, on a WebSocket, the `openai-insecure-api-key.` sub-protocol). The page
-//! itself and its files load without it, so a device that scanned the code can start.
+//! itself and its files load without it, so a device that scanned the code can start. Keys the
+//! server already trusts (a server key, an ephemeral key minted with one) are admitted too: an
+//! app that holds one needs no pairing.
 
 use std::sync::Arc;
 
@@ -22,6 +24,14 @@ use super::admin_access::same_secret;
 #[derive(Clone)]
 pub struct Pairing {
     key: Arc<str>,
+}
+
+/// What the guard checks against: the pairing key, and the keys the server already trusts (a
+/// server key an app holds, an ephemeral key minted with one).
+#[derive(Clone)]
+pub(super) struct Guard {
+    pub pairing: Pairing,
+    pub keys: Arc<super::keys::Keys>,
 }
 
 impl Pairing {
@@ -44,9 +54,10 @@ impl Pairing {
     }
 }
 
-pub(super) async fn guard(State(pairing): State<Pairing>, req: Request, next: Next) -> Response {
+pub(super) async fn guard(State(guard): State<Guard>, req: Request, next: Next) -> Response {
     let key = super::websocket::key_of(req.headers());
-    if pairing.admits(req.uri().path(), key.as_deref()) {
+    let known = key.as_deref().is_some_and(|k| guard.keys.knows(k));
+    if known || guard.pairing.admits(req.uri().path(), key.as_deref()) {
         return next.run(req).await;
     }
     ApiError::invalid(
