@@ -8,6 +8,8 @@
 #
 # Rows run one after another and each stops by itself (loadgen ramps, holds --duration, hangs up).
 # Only loopback is used. The raw loadgen tables are kept in $OUT_DIR for the numbers not summarised.
+# Each row says what was offered, served (connected) and refused: the server runs with
+# --max-calls-per-client 0, since the load generator is a single client.
 #
 # As root, everything runs in a network namespace the script creates (its own loopback) and
 # deletes afterwards, unless --host-netns. The host's loopback carries whatever firewall state
@@ -59,7 +61,9 @@ run_row() {
   http=$(free_port); udp=$(free_port)
   local extra=()
   [[ "$mode" == direct ]] && extra=(--direct)
-  "$BIN" --http "127.0.0.1:$http" --relay "127.0.0.1:$udp" "${extra[@]}" $SERVER_ARGS >"$OUT_DIR/server-$mode-$n.log" 2>&1 &
+  # The load generator is one client: the per-client cap (100) would refuse the rest.
+  "$BIN" --http "127.0.0.1:$http" --relay "127.0.0.1:$udp" --max-calls-per-client 0 "${extra[@]}" $SERVER_ARGS \
+    >"$OUT_DIR/server-$mode-$n.log" 2>&1 &
   pid=$!
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$http/admin/stats" >/dev/null && break; sleep 0.1; done
   out="$OUT_DIR/loadgen-$mode-$n.md"
@@ -72,19 +76,22 @@ run_row() {
     /offer posted → DTLS connected/ { dtls = t($3) " / " t($5) }
     /offer posted → first echoed/   { first = t($3) }
     /^\| echo RTT/                  { rtt = t($3) " / " t($5) }
-    /sessions connected/            { split(t($3), a, " "); failed = a[3] }
+    /sessions connected/            { split(t($3), a, " "); failed = a[3]; served = a[1] }
+    /^\| offers refused/             { split(t($3), a, " "); refused = a[1] }
     /^\| loss/                      { split(t($3), a, " "); loss = a[1] " %" }
     /^\| server CPU/                { split(t($3), a, " "); cpu = a[1] " %" }
     /^\| server RSS/                { m = t($3); sub(/.*MB, /, "", m); sub(/ per session/, "", m); rss = m }
     /^\| loadgen CPU/               { split(t($3), a, " "); lcpu = a[1] " %" }
-    END { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, mode, dtls, first, rtt, loss, failed, cpu, rss, lcpu }
+    END { printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", n, served, refused + 0, mode, dtls, first, rtt, loss, failed, cpu, rss, lcpu }
   ' "$out"
 }
 
 echo "## voice-edge loadgen, ${DURATION} s per row after a ${RAMP}/s ramp ($(nproc) cores shared by server and loadgen, in $WHERE; $(date -u +%F))"
 echo
-echo "| calls | path | offer → DTLS connected p50 / p99 ms | → first echo p50 ms | echo RTT p50 / p99 ms | loss | failed calls | server CPU (one core = 100 %) | server RSS per call | loadgen CPU |"
-echo "|---:|---|---|---:|---|---:|---:|---:|---:|---:|"
+echo "A row that refused offers (429/503) is not a clean run: its other figures are for fewer calls."
+echo
+echo "| offered | served | refused | path | offer → DTLS connected p50 / p99 ms | → first echo p50 ms | echo RTT p50 / p99 ms | loss | failed calls | server CPU (one core = 100 %) | server RSS per call | loadgen CPU |"
+echo "|---:|---:|---:|---|---|---:|---|---:|---:|---:|---:|---:|"
 for _ in $(seq "$RUNS"); do
   for n in $DIRECT_SESSIONS; do run_row direct "$n"; run_row relay "$n"; done
   for n in $SESSIONS; do
