@@ -19,4 +19,32 @@ run_in_own_netns() {
   fi
 }
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# A free loopback port the kernel picks: TCP, or UDP with `free_port udp`.
+free_port() {
+  python3 -c 'import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1:]==["udp"] else socket.SOCK_STREAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' "$@"
+}
+
+# A scratch directory ($WORK) and the servers a script starts ($PIDS, append to it): on exit
+# the servers get SIGTERM (SIGKILL 5 s later), a failed run shows the tail of each $WORK/*.log,
+# and the directory goes.
+#   bench_workdir NAME
+bench_workdir() {
+  WORK="$(mktemp -d "/tmp/ve-bench-$1.XXXXXX")"
+  PIDS=()
+  trap bench_cleanup EXIT
+  trap 'exit 130' INT
+  trap 'exit 143' TERM
+}
+bench_cleanup() {
+  local rc=$?
+  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+  for pid in "${PIDS[@]}"; do
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+  done
+  if [[ $rc -ne 0 ]]; then
+    for f in "$WORK"/*.log; do [[ -f "$f" ]] && { echo "--- tail of $f" >&2; tail -n 30 "$f" >&2; }; done
+  fi
+  rm -rf "$WORK"
+  exit $rc
+}

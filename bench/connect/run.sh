@@ -38,30 +38,10 @@ if [[ ! -x "$BIN_SRC" ]]; then
   exit 1
 fi
 
-WORK="$(mktemp -d /tmp/ve-bench-connect.XXXXXX)"
+source "$ROOT/bench/lib.sh"
+bench_workdir connect
 cp "$BIN_SRC" "$WORK/voice-edge"
-PIDS=()
-cleanup() {
-  local rc=$?
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  if [[ $rc -ne 0 ]]; then
-    for f in "$WORK"/*.log; do [[ -f "$f" ]] && { echo "--- tail of $f" >&2; tail -n 30 "$f" >&2; }; done
-  fi
-  rm -rf "$WORK"
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
 
-# A free loopback port (tcp or udp) per call; the kernel picks it.
-free_port() {
-  python3 -c 'import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1]=="udp" else socket.SOCK_STREAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' "$1"
-}
 wait_http() { # url name pid: up to 30 s
   for _ in $(seq 300); do
     kill -0 "$3" 2>/dev/null || { log "$2 exited before it was ready"; return 1; }

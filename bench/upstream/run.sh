@@ -28,26 +28,9 @@ log() { echo "[bench-upstream] $*" >&2; }
 [[ -x "$BIN_SRC" ]] || { log "no voice-edge binary at $BIN_SRC"; exit 1; }
 [[ -d "$ROOT/tests/e2e/node_modules/ws" ]] || (cd "$ROOT/tests/e2e" && npm ci --no-audit --no-fund --silent)
 
-WORK="$(mktemp -d /tmp/ve-bench-upstream.XXXXXX)"
+source "$ROOT/bench/lib.sh"
+bench_workdir upstream
 cp "$BIN_SRC" "$WORK/voice-edge"
-PIDS=()
-cleanup() {
-  local rc=$?
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null || true
-  done
-  [[ $rc -ne 0 ]] && for f in "$WORK"/*.log; do echo "--- tail of $f" >&2; tail -n 20 "$f" >&2; done
-  rm -rf "$WORK"
-  exit $rc
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-free_port() {
-  python3 -c 'import socket,sys; s=socket.socket(socket.AF_INET, socket.SOCK_DGRAM if sys.argv[1]=="udp" else socket.SOCK_STREAM); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])' "$1"
-}
 wait_http() {
   for _ in $(seq 300); do
     kill -0 "$2" 2>/dev/null || { log "pid $2 exited before $1 answered"; return 1; }

@@ -430,6 +430,16 @@ impl Decoder {
         }
     }
 
+    /// One packet as 24 kHz PCM: decoded (48 kHz) and halved by averaging pairs, the rate
+    /// Live's recordings and reflections carry and an upstream model hears.
+    pub fn decode_24k(&mut self, packet: &[u8]) -> Result<Vec<i16>, CodecError> {
+        Ok(self
+            .decode(packet)?
+            .chunks_exact(2)
+            .map(|p| ((i32::from(p[0]) + i32::from(p[1])) / 2) as i16)
+            .collect())
+    }
+
     pub fn decode(&mut self, packet: &[u8]) -> Result<&[i16], CodecError> {
         match self {
             Decoder::Opus(d) => d.decode(packet),

@@ -47,7 +47,7 @@ impl Track {
     /// One encoded frame heard at `at_ms` of the session: decoded (48 kHz), halved to 24 kHz,
     /// and written at its time, or right after the previous frame when it arrives early.
     fn add(&mut self, at_ms: u64, frame: &[u8]) {
-        let Some(pcm) = decode_24k(&mut self.decoder, frame) else {
+        let Ok(pcm) = self.decoder.decode_24k(frame) else {
             return;
         };
         let start = (at_ms as usize * SAMPLES_PER_MS).max(self.pcm.len());
@@ -58,18 +58,6 @@ impl Track {
         let room = MAX_SAMPLES - start;
         self.pcm.extend(pcm.into_iter().take(room));
     }
-}
-
-/// One encoded frame as 24 kHz PCM: decoded (48 kHz) and halved, the rate Live's recordings
-/// and sideband reflections carry. `None` for a frame the decoder refuses.
-pub(super) fn decode_24k(decoder: &mut Decoder, frame: &[u8]) -> Option<Vec<i16>> {
-    let pcm48 = decoder.decode(frame).ok()?;
-    Some(
-        pcm48
-            .chunks_exact(2)
-            .map(|p| ((i32::from(p[0]) + i32::from(p[1])) / 2) as i16)
-            .collect(),
-    )
 }
 
 impl Recorder {

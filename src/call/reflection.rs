@@ -10,7 +10,6 @@
 
 use base64::Engine as _;
 
-use super::recording::decode_24k;
 use crate::audio::Codec;
 use crate::audio::codec::Decoder;
 use crate::live::server_event::LiveServerEvent;
@@ -31,13 +30,13 @@ impl Reflection {
 
     /// The caller's frame as the sideband event; `None` for one that does not decode.
     pub fn caller(&mut self, frame: &[u8]) -> Option<String> {
-        let audio = base64_pcm(&decode_24k(&mut self.caller, frame)?);
+        let audio = base64_pcm(&self.caller.decode_24k(frame).ok()?);
         event(&LiveServerEvent::InputAudioAppend { audio })
     }
 
     /// The model's frame, sent at `at_ms` of the session, as the sideband event.
     pub fn model(&mut self, at_ms: u64, frame: &[u8]) -> Option<String> {
-        let pcm = decode_24k(&mut self.model, frame)?;
+        let pcm = self.model.decode_24k(frame).ok()?;
         let end_ms = at_ms + (pcm.len() / 24) as u64;
         event(&LiveServerEvent::OutputAudioDelta {
             delta: base64_pcm(&pcm),

@@ -1,9 +1,11 @@
-//! Caps signaling puts on calls before any transceiver sees an offer: all calls together
-//! (`--max-calls`), and the calls one client address holds (`--max-calls-per-client`). The
-//! transceivers' own caps ([`crate::transceiver::admission`]) bound each worker; these stop one
-//! client from taking all of them.
+//! Caps signaling puts on clients before any transceiver sees their request: all calls
+//! together (`--max-calls`), the calls one client holds (`--max-calls-per-client`), and, where
+//! minting is open, the keys it mints ([`MintRate`]). The transceivers' own caps
+//! ([`crate::transceiver::admission`]) bound each worker; these stop one client from taking all
+//! of them.
 //!
-//! A client is its HTTP peer address. Behind a reverse proxy every client has the proxy's
+//! A client is its HTTP peer address, an IPv6 one by its /64 and every loopback address as one
+//! (`client_of`). Behind a reverse proxy every client has the proxy's
 //! address, so such a deployment raises or disables the per-client cap and lets the proxy
 //! limit clients.
 //!

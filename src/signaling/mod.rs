@@ -259,7 +259,7 @@ async fn health(State(sig): State<Signaling>) -> Response {
     let Some(cfg) = &sig.upstream else {
         return "ok\n".into_response();
     };
-    let upstream = sig.upstream_probe.check(cfg, &cfg.model).await;
+    let upstream = sig.upstream_probe.check(cfg).await;
     let status = if upstream.answers {
         StatusCode::OK
     } else {

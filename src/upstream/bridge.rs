@@ -36,6 +36,7 @@ use std::time::Instant;
 
 use base64::Engine as _;
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::link::{CONNECT_TIMEOUT, LinkEnd};
@@ -94,7 +95,6 @@ pub struct Bridge {
     early_appends: usize,
     to_client: VecDeque<String>,
     channel_open: bool,
-    end_requested: bool,
     end_taken: bool,
     next_id: u64,
 }
@@ -141,7 +141,6 @@ impl Bridge {
             early_appends: 0,
             to_client: VecDeque::new(),
             channel_open: false,
-            end_requested: false,
             end_taken: false,
             next_id: 0,
         };
@@ -213,19 +212,15 @@ impl Bridge {
         let Some(a) = &mut self.audio else {
             return;
         };
-        let Ok(pcm48) = a.decoder.decode(payload) else {
+        let Ok(pcm24) = a.decoder.decode_24k(payload) else {
             return;
         };
         if a.arrivals.len() == ARRIVALS_KEPT {
             a.arrivals.pop_front();
         }
         a.arrivals.push_back((a.input_ms, now));
-        a.input_ms += (pcm48.len() / 48) as u64;
-        a.pending.extend(
-            pcm48
-                .chunks_exact(2)
-                .map(|p| ((i32::from(p[0]) + i32::from(p[1])) / 2) as i16),
-        );
+        a.input_ms += (pcm24.len() / 24) as u64;
+        a.pending.extend(pcm24);
         while a.pending.len() >= a.append_samples {
             let chunk: Vec<u8> = a
                 .pending
@@ -275,9 +270,8 @@ impl Bridge {
                 return self.for_caller(text);
             }
         };
-        if let Dialect::Live { call_id } = &self.dialect {
-            let call_id = call_id.clone();
-            return self.on_live_text(&text, peek, &call_id);
+        if let Dialect::Live { .. } = self.dialect {
+            return self.on_live_text(&text, peek);
         }
         match peek.kind {
             "session.created" | "session.updated" => return self.on_session(&text, peek.kind),
@@ -356,7 +350,7 @@ impl Bridge {
         }
         if let Some(session) = event.get("session") {
             if let Some(a) = &mut self.audio {
-                let peek: SessionPeek = serde_json::from_value(session.clone()).unwrap_or_default();
+                let peek = SessionPeek::deserialize(session).unwrap_or_default();
                 if let Some(td) = peek
                     .audio
                     .and_then(|a| a.input)
@@ -463,11 +457,9 @@ impl Bridge {
             return;
         };
         let playing = a.playout.pop_front();
-        for queued in a.playout.drain(..) {
-            a.interrupted.push_back(queued.response_id);
-        }
-        while a.interrupted.len() > 8 {
-            a.interrupted.pop_front();
+        let queued: Vec<Playing> = a.playout.drain(..).collect();
+        for q in queued {
+            a.remember_interrupted(q.response_id);
         }
         let Some(mut p) = playing else {
             self.edge_event(RealtimeServerEvent::OutputBufferCleared { response_id: None });
@@ -475,10 +467,7 @@ impl Bridge {
         };
         let heard = p.player.heard_ms(now);
         p.player.stop();
-        if a.interrupted.len() == 8 {
-            a.interrupted.pop_front();
-        }
-        a.interrupted.push_back(p.response_id.clone());
+        a.remember_interrupted(p.response_id.clone());
         if let (true, Some(onset), Some(last)) = (p.started, a.onset_at, a.last_sent_at) {
             a.timings.barge_in_ms = Some(last.saturating_duration_since(onset).as_millis() as u64);
             a.timings.barge_ins += 1;
@@ -607,7 +596,6 @@ impl Bridge {
         if let Some(a) = &mut self.audio {
             a.playout.clear();
         }
-        self.end_requested = true;
     }
 
     /// Whether the link should close: the bridge is over.
@@ -618,7 +606,7 @@ impl Bridge {
     /// True once, when the call should end: after the bridge is over and its last events
     /// can reach the caller (its channel is open).
     pub fn take_end(&mut self) -> bool {
-        if self.end_requested && self.channel_open && !self.end_taken {
+        if self.phase == Phase::Over && self.channel_open && !self.end_taken {
             self.end_taken = true;
             return true;
         }

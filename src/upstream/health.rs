@@ -28,20 +28,23 @@ pub struct Probe {
 }
 
 impl Probe {
-    /// The upstream's health, probing it when the last answer is stale.
-    pub async fn check(&self, cfg: &UpstreamConfig, model: &str) -> UpstreamHealth {
-        let fresh = self
+    /// The upstream's health, probing it (for its default model) when the last answer is stale.
+    pub async fn check(&self, cfg: &UpstreamConfig) -> UpstreamHealth {
+        let cached = self
             .last
             .lock()
             .expect("probe lock")
-            .as_ref()
-            .is_some_and(|(at, _, _)| at.elapsed() < FRESH);
-        if !fresh {
-            let (answers, error) = probe(cfg, model).await;
-            *self.last.lock().expect("probe lock") = Some((Instant::now(), answers, error));
-        }
-        let last = self.last.lock().expect("probe lock").clone();
-        let (at, answers, error) = last.expect("just probed");
+            .clone()
+            .filter(|(at, _, _)| at.elapsed() < FRESH);
+        let (at, answers, error) = match cached {
+            Some(last) => last,
+            None => {
+                let (answers, error) = probe(cfg).await;
+                let last = (Instant::now(), answers, error);
+                *self.last.lock().expect("probe lock") = Some(last.clone());
+                last
+            }
+        };
         UpstreamHealth {
             url: cfg.url.clone(),
             answers,
@@ -51,8 +54,8 @@ impl Probe {
     }
 }
 
-async fn probe(cfg: &UpstreamConfig, model: &str) -> (bool, Option<String>) {
-    let (link, mut events) = link::open_to_channel(cfg.url_for(model), cfg.key.clone());
+async fn probe(cfg: &UpstreamConfig) -> (bool, Option<String>) {
+    let (link, mut events) = link::open_to_channel(cfg.url_for(&cfg.model), cfg.key.clone());
     let first = tokio::time::timeout(
         link::CONNECT_TIMEOUT + Duration::from_secs(1),
         events.recv(),
@@ -62,7 +65,6 @@ async fn probe(cfg: &UpstreamConfig, model: &str) -> (bool, Option<String>) {
     match first {
         Ok(Some(UpstreamEvent::Open)) => (true, None),
         Ok(Some(UpstreamEvent::Closed(end))) => (false, Some(super::bridge::describe(&end).1)),
-        Ok(_) => (false, Some(super::bridge::describe(&LinkEnd::Timeout).1)),
-        Err(_) => (false, Some(super::bridge::describe(&LinkEnd::Timeout).1)),
+        Ok(_) | Err(_) => (false, Some(super::bridge::describe(&LinkEnd::Timeout).1)),
     }
 }

@@ -44,14 +44,17 @@ impl Bridge {
 
     /// A Live upstream's event. Its session is shown under the edge's id; its audio is one
     /// stream played out, not forwarded; `session.closed` ends the call after it.
-    pub(super) fn on_live_text(&mut self, text: &str, peek: Peek<'_>, call_id: &str) {
+    pub(super) fn on_live_text(&mut self, text: &str, peek: Peek<'_>) {
         match peek.kind {
             "session.started" | "session.updated" => {
                 let Ok(mut event) = serde_json::from_str::<Value>(text) else {
                     return;
                 };
-                if let Some(session) = event.get_mut("session").and_then(Value::as_object_mut) {
-                    session.insert("id".into(), call_id.into());
+                if let (Some(session), Dialect::Live { call_id }) = (
+                    event.get_mut("session").and_then(Value::as_object_mut),
+                    &self.dialect,
+                ) {
+                    session.insert("id".into(), call_id.as_str().into());
                 }
                 self.session = event.get("session").cloned();
                 if peek.kind == "session.started" && self.phase == Phase::Connecting {
@@ -68,7 +71,6 @@ impl Bridge {
             "session.closed" => {
                 self.for_caller(text.to_owned());
                 self.phase = Phase::Over;
-                self.end_requested = true;
             }
             "error" => {
                 let answers = peek.error.and_then(|e| e.client_event_id.or(e.event_id));

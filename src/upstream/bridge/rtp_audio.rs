@@ -49,6 +49,8 @@ pub(super) struct RtpAudio {
 
 /// Frames' arrival times kept for the timings (≈ 2 s of 20 ms frames).
 pub(super) const ARRIVALS_KEPT: usize = 100;
+/// Interrupted responses remembered, to drop their late deltas.
+const INTERRUPTED_KEPT: usize = 8;
 
 /// The edge's view of a bridged call's latencies, as the stubs' media side measures them:
 /// the upstream's processing plus what the bridge adds, from arrival of the caller's audio to
@@ -87,6 +89,14 @@ impl RtpAudio {
     }
 
     /// When the frame holding input time `ms` arrived.
+    /// Keeps `response_id` among the last [`INTERRUPTED_KEPT`] interrupted responses.
+    pub(super) fn remember_interrupted(&mut self, response_id: String) {
+        if self.interrupted.len() == INTERRUPTED_KEPT {
+            self.interrupted.pop_front();
+        }
+        self.interrupted.push_back(response_id);
+    }
+
     pub(super) fn arrival_of(&self, ms: u64) -> Option<Instant> {
         self.arrivals
             .iter()
