@@ -189,7 +189,8 @@ describe('demo page panes in headless chromium', { timeout: 240_000 }, () => {
       // Declare the sample tool and require it.
       await page.selectOption('#tool-choice', 'required');
       await page.click('#tools-apply');
-      await page.waitForFunction(() => document.querySelector('#tools-status').dataset.kind, null, { timeout: 5_000 });
+      // 'info' is the pane's "sent, waiting for session.updated": wait for the answer itself.
+      await page.waitForFunction(() => ['ok', 'error'].includes(document.querySelector('#tools-status').dataset.kind), null, { timeout: 5_000 });
       const applied = await page.$eval('#tools-status', (e) => ({ kind: e.dataset.kind, text: e.textContent }));
       assert.equal(applied.kind, 'ok', `session.update with tools: ${applied.text}`);
       assert.match(applied.text, /1 tool, tool_choice required/);
