@@ -14,7 +14,11 @@
 //!   full) instead of each costing a task, buffers and a file descriptor here;
 //! - HTTP/1.1 only. hyper's HTTP/2 server has no idle timeout (a peer that answers PINGs may sit
 //!   on a connection forever), and the API is a few small requests per call, which HTTP/1.1
-//!   serves as well; LAN mode's TLS offers only `http/1.1` in ALPN so browsers agree.
+//!   serves as well; LAN mode's TLS offers only `http/1.1` in ALPN so browsers agree;
+//! - the errors hyper answers itself (414, 431, a malformed request) carry the API's JSON error
+//!   body like every other (see [`parse_errors`]).
+
+mod parse_errors;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -146,7 +150,10 @@ async fn serve_connection(
 ) {
     let _ = stream.set_nodelay(true);
     match tls {
-        None => serve_http1(TokioIo::new(stream), peer, router, limits, stop).await,
+        None => {
+            let io = TokioIo::new(parse_errors::JsonParseErrors::new(stream));
+            serve_http1(io, peer, router, limits, stop).await
+        }
         Some(acceptor) => {
             let handshake = tokio::time::timeout(limits.header_timeout, acceptor.accept(stream));
             let tls_stream = tokio::select! {
@@ -157,7 +164,8 @@ async fn serve_connection(
                 },
                 _ = stopped(&mut stop) => return,
             };
-            serve_http1(TokioIo::new(tls_stream), peer, router, limits, stop).await
+            let io = TokioIo::new(parse_errors::JsonParseErrors::new(tls_stream));
+            serve_http1(io, peer, router, limits, stop).await
         }
     }
 }

@@ -316,7 +316,20 @@ enum RouteCommand {
     },
 }
 
+/// Large buffers (a WebSocket message is up to 16 MiB, and is copied a few times on its way in)
+/// are mapped and unmapped on their own, so freeing one gives its memory back at once. glibc's
+/// default raises that threshold after each such free, up to 32 MiB, so buffers of a flood of
+/// big messages came from the heap and stayed in the process's RSS after they were freed.
+fn return_large_buffers_to_the_system() {
+    // SAFETY: mallopt only sets an allocator parameter; it is called before any other thread
+    // exists, and M_MMAP_THRESHOLD with 1 MiB is within the documented range.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 1 << 20);
+    }
+}
+
 fn main() -> anyhow::Result<()> {
+    return_large_buffers_to_the_system();
     let cli = Cli::parse();
     // The load generator drives hundreds of rtc stacks; their per-call info lines would drown
     // the table.

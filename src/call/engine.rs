@@ -20,6 +20,10 @@ pub struct CallSetup {
     /// The call goes to the upstream model (see [`crate::upstream`]) instead of `model`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub upstream: Option<crate::upstream::UpstreamCall>,
+    /// The client's address as signaling saw it (see `signaling::call_limits::client_of`), for
+    /// what the transceiver counts per client (a recording's bytes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<std::net::IpAddr>,
 }
 
 impl From<ModelKind> for CallSetup {
@@ -29,8 +33,20 @@ impl From<ModelKind> for CallSetup {
             live: None,
             session: None,
             upstream: None,
+            client: None,
         }
     }
+}
+
+/// Realtime's `error` for a session closed after `idle` without a client event.
+pub fn idle_error(idle: std::time::Duration) -> crate::realtime::ClientError {
+    crate::realtime::ClientError::new(
+        "session_idle_timeout",
+        format!(
+            "The session was closed after {} s without a client event.",
+            idle.as_secs()
+        ),
+    )
 }
 
 pub enum Engine {
@@ -135,6 +151,16 @@ impl Engine {
     pub fn expire(&mut self) {
         match self {
             Engine::Realtime(c) => c.expire_session(),
+            Engine::Live(l) => l.expire(),
+        }
+    }
+
+    /// The transport closes the session for being idle: Realtime's `error` (code
+    /// `session_idle_timeout`), or Live's `session.closed` (its reasons have no idle one: the
+    /// session reached the end of its time, `expired`).
+    pub fn idle_out(&mut self, idle: std::time::Duration) {
+        match self {
+            Engine::Realtime(c) => c.close_with(idle_error(idle)),
             Engine::Live(l) => l.expire(),
         }
     }

@@ -11,6 +11,7 @@
 //! Like the engines below it, a call owns no socket, task or clock: its host passes the time
 //! in, runs the [`Job`]s it hands out and drains [`Call::poll_output`].
 
+pub mod byte_budget;
 pub mod engine;
 pub mod event_log;
 pub mod event_stream;
@@ -20,6 +21,7 @@ pub mod recording;
 pub mod reflection;
 pub mod sideband;
 
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use base64::Engine as _;
@@ -85,6 +87,8 @@ pub struct Call {
     sidebands: Sidebands,
     /// Both directions' audio, for a Live session started with `store: true`.
     recorder: Option<Recorder>,
+    /// The call's own word to the client (its recording stopped), sent before the pump's.
+    notices: VecDeque<String>,
     /// A Live call's audio for its sidebands, while one is attached (see [`reflection`]).
     reflection: Option<Reflection>,
 }
@@ -168,6 +172,7 @@ impl Call {
             events: None,
             sidebands: Sidebands::default(),
             recorder: None,
+            notices: Default::default(),
             reflection: None,
         }
     }
@@ -201,10 +206,25 @@ impl Call {
         }
     }
 
-    /// Keeps both directions' audio from now on, as decoded 24 kHz PCM (see [`recording`]).
-    pub fn start_recording(&mut self) {
+    /// Keeps both directions' audio from now on, as decoded 24 kHz PCM, in `room` (see
+    /// [`recording`]).
+    pub fn start_recording(&mut self, room: recording::RecordingRoom) {
         let (input, output) = self.codecs();
-        self.recorder = Some(Recorder::new(input, output));
+        self.recorder = Some(Recorder::new(input, output, room));
+    }
+
+    /// The recording stopped short of its end: the client hears why once, as a Live `error`
+    /// (only Live sessions record), and the session goes on.
+    fn recording_stopped(notices: &mut VecDeque<String>, why: Option<byte_budget::Exhausted>) {
+        if let Some(why) = why {
+            let e = crate::realtime::ClientError::new(
+                "recording_budget_exceeded",
+                format!(
+                    "the recording stopped here: {why}; the session goes on, and what was recorded can still be downloaded"
+                ),
+            );
+            notices.push_back(crate::live::error_frame(e, None));
+        }
     }
 
     /// The client's channel for events is open (`oai-events`, or the socket itself).
@@ -248,7 +268,8 @@ impl Call {
             let ticks = media.codec().frame_ticks();
             for frame in framer.push(&audio) {
                 if let Some(r) = &mut self.recorder {
-                    r.caller(at, &frame);
+                    let why = r.caller(at, &frame);
+                    Self::recording_stopped(&mut self.notices, why);
                 }
                 let (ts, seq) = (self.input_ticks, self.input_seq);
                 media.on_rtp(now, &frame, ts, seq, engine.conversation());
@@ -283,7 +304,8 @@ impl Call {
     pub fn on_rtp(&mut self, now: Instant, payload: &Bytes, rtp_ts: u32, seq: u16) {
         let at = self.session_ms(now);
         if let Some(r) = &mut self.recorder {
-            r.caller(at, payload);
+            let why = r.caller(at, payload);
+            Self::recording_stopped(&mut self.notices, why);
         }
         if let Some(r) = &mut self.reflection {
             let event = r.caller(payload);
@@ -354,6 +376,15 @@ impl Call {
         }
     }
 
+    /// The session is closed for going `idle` that long (see [`Engine::idle_out`]).
+    pub fn idle_out(&mut self, now: Instant, idle: Duration) {
+        self.tick(now);
+        match &mut self.backend {
+            Backend::Edge { engine, .. } => engine.idle_out(idle),
+            Backend::Upstream { bridge, .. } => bridge.close_with(engine::idle_error(idle)),
+        }
+    }
+
     /// The call is ending for `reason` (a Live `session.closed` reason): the engine's last
     /// events go to the log and the sidebands, the only listeners left.
     pub fn end(&mut self, now: Instant, reason: &'static str) {
@@ -372,6 +403,9 @@ impl Call {
         // Only an input starts the clock (see `epoch`).
         if self.epoch.is_some() {
             self.tick(now);
+        }
+        if let Some(notice) = self.notices.pop_front() {
+            return Some(self.server_event(now, notice));
         }
         if let Backend::Upstream { .. } = self.backend {
             return self.poll_bridge(now);
@@ -450,7 +484,8 @@ impl Call {
     fn model_audio(&mut self, now: Instant, payload: Bytes, ticks: u32) -> Option<CallOutput> {
         let at = self.session_ms(now);
         if let Some(r) = &mut self.recorder {
-            r.model(at, &payload);
+            let why = r.model(at, &payload);
+            Self::recording_stopped(&mut self.notices, why);
         }
         if let Some(r) = &mut self.reflection {
             let event = r.model(at, &payload);
@@ -493,7 +528,7 @@ impl Call {
     /// frame is a `session.created` with the session as it is now.
     pub fn attach_sideband(
         &mut self,
-        out: tokio::sync::mpsc::Sender<String>,
+        out: crate::call::event_stream::FrameSender,
     ) -> Option<SidebandId> {
         let (welcome, live) = match &mut self.backend {
             Backend::Edge { engine, .. } => (engine.welcome_frame(), engine.is_live()),
@@ -535,9 +570,9 @@ impl Call {
         self.events.take()
     }
 
-    /// The recording as a WAV file, when there is one; taken when the call ends.
-    pub fn take_recording(&mut self) -> Option<Vec<u8>> {
-        self.recorder.take().map(Recorder::into_wav)
+    /// The recording, when there is one; taken when the call ends, for the store to keep.
+    pub fn take_recording(&mut self) -> Option<Recorder> {
+        self.recorder.take()
     }
 
     /// The codec of the caller's audio.
@@ -629,7 +664,7 @@ mod tests {
         let engine = realtime(ModelKind::Echo, Transport::WebRtc);
         let mut call = Call::rtp("rtc_test".into(), now, engine, Codec::Opus);
         call.on_channel_open();
-        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let (tx, mut rx) = crate::call::event_stream::frames();
         call.attach_sideband(tx).unwrap();
         drain(&mut call, now);
         call.expire(now);
@@ -639,7 +674,7 @@ mod tests {
         let log = call.event_log().unwrap().render(0);
         assert!(log.contains("session_expired"), "{log}");
         let mut sideband = Vec::new();
-        while let Ok(f) = rx.try_recv() {
+        while let Some(f) = rx.try_recv() {
             sideband.push(f);
         }
         assert!(sideband.iter().any(|f| f.contains("session_expired")));
@@ -668,13 +703,13 @@ mod tests {
             Codec::Opus,
         );
         call.on_channel_open();
-        let (tx, mut rx) = tokio::sync::mpsc::channel(16);
+        let (tx, mut rx) = crate::call::event_stream::frames();
         call.attach_sideband(tx).unwrap();
         drain(&mut call, now);
         call.end(now, "remote_hangup");
         call.end(now, "connection_lost");
         let mut closed = Vec::new();
-        while let Ok(f) = rx.try_recv() {
+        while let Some(f) = rx.try_recv() {
             let v: Value = serde_json::from_str(&f).unwrap();
             if v["type"] == "session.closed" {
                 closed.push(v["reason"].as_str().unwrap().to_owned());
@@ -757,7 +792,7 @@ mod tests {
         let heard = |engine: Engine| -> (Vec<Value>, Call, SidebandId) {
             let mut call = Call::rtp("live_test".into(), now, engine, Codec::Pcm24);
             call.on_channel_open();
-            let (tx, mut rx) = tokio::sync::mpsc::channel(1024);
+            let (tx, mut rx) = crate::call::event_stream::frames();
             let id = call.attach_sideband(tx).unwrap();
             drain(&mut call, now);
             for n in 0..3u16 {
@@ -766,7 +801,7 @@ mod tests {
                 drain(&mut call, at);
             }
             let mut audio = Vec::new();
-            while let Ok(f) = rx.try_recv() {
+            while let Some(f) = rx.try_recv() {
                 let v: Value = serde_json::from_str(&f).unwrap();
                 if v["type"] == "session.input_audio.append"
                     || v["type"] == "session.output_audio.delta"

@@ -5,13 +5,10 @@
 //! client events are taken from any of them, in arrival order, as one conversation. At most
 //! [`MAX_SIDEBANDS`] attach at once: enough for an app server plus a monitor or a test harness,
 //! few enough that fanning out costs the socket thread nothing it would notice. A sideband
-//! that stops reading is cut off (its queue of [`STREAM_CAPACITY`] frames filled): the call's
+//! that stops reading is cut off (its queue filled: see [`super::event_stream`]): the call's
 //! socket thread never waits for one. A sideband ends with its call.
 
-use tokio::sync::mpsc::Sender;
-use tokio::sync::mpsc::error::TrySendError;
-
-use super::event_stream::STREAM_CAPACITY;
+use super::event_stream::{FrameSender, TrySendError};
 
 /// Sidebands one call takes at once; one more is refused.
 pub const MAX_SIDEBANDS: usize = 4;
@@ -30,13 +27,13 @@ pub enum Attach {
 
 #[derive(Default)]
 pub struct Sidebands {
-    attached: Vec<(SidebandId, Sender<String>)>,
+    attached: Vec<(SidebandId, FrameSender)>,
     next_id: SidebandId,
 }
 
 impl Sidebands {
     /// Attaches `out` and queues `welcome` as its first frame; `None` when the call is full.
-    pub fn attach(&mut self, out: Sender<String>, welcome: String) -> Option<SidebandId> {
+    pub fn attach(&mut self, out: FrameSender, welcome: String) -> Option<SidebandId> {
         self.attached.retain(|(_, tx)| !tx.is_closed());
         if self.attached.len() >= MAX_SIDEBANDS {
             return None;
@@ -63,13 +60,11 @@ impl Sidebands {
         self.attached
             .retain(|(id, tx)| match tx.try_send(frame.to_owned()) {
                 Ok(()) => true,
-                Err(TrySendError::Full(_)) => {
-                    log::warn!(
-                        "{call_id}: sideband {id} fell {STREAM_CAPACITY} events behind; closing it"
-                    );
+                Err(TrySendError::Full) => {
+                    log::warn!("{call_id}: sideband {id} fell a full queue behind; closing it");
                     false
                 }
-                Err(TrySendError::Closed(_)) => false,
+                Err(TrySendError::Closed) => false,
             });
     }
 }
@@ -77,34 +72,35 @@ impl Sidebands {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::call::event_stream::{STREAM_CAPACITY, frames};
 
-    #[test]
-    fn fan_out_bounds_and_slow_readers() {
+    #[tokio::test]
+    async fn fan_out_bounds_and_slow_readers() {
         let mut s = Sidebands::default();
         let mut rxs = Vec::new();
         for _ in 0..MAX_SIDEBANDS {
-            let (tx, rx) = tokio::sync::mpsc::channel(STREAM_CAPACITY);
+            let (tx, rx) = frames();
             assert!(s.attach(tx, "welcome".into()).is_some());
             rxs.push(rx);
         }
-        let (tx, _rx) = tokio::sync::mpsc::channel(STREAM_CAPACITY);
+        let (tx, _rx) = frames();
         assert_eq!(s.attach(tx, "welcome".into()), None, "one too many");
         s.send("rtc_x", "e1");
         for rx in &mut rxs {
-            assert_eq!(rx.try_recv().unwrap(), "welcome");
-            assert_eq!(rx.try_recv().unwrap(), "e1");
+            assert_eq!(&*rx.recv().await.unwrap(), "welcome");
+            assert_eq!(&*rx.recv().await.unwrap(), "e1");
         }
         // The first stops reading: one frame past a full queue cuts it off; the others go on.
         for i in 0..=STREAM_CAPACITY {
             s.send("rtc_x", &format!("e{i}"));
             for rx in &mut rxs[1..] {
-                rx.try_recv().unwrap();
+                rx.recv().await.unwrap();
             }
         }
         assert_eq!(s.attached.len(), MAX_SIDEBANDS - 1);
         // A closed one frees its place.
         drop(rxs.pop());
-        let (tx, _rx) = tokio::sync::mpsc::channel(STREAM_CAPACITY);
+        let (tx, _rx) = frames();
         assert!(s.attach(tx, "welcome".into()).is_some());
     }
 }

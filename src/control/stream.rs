@@ -12,8 +12,9 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use super::wire;
+use crate::call::event_stream::frames;
 use crate::transceiver::CallError;
-use crate::websocket::{EventStream, STREAM_CAPACITY};
+use crate::websocket::EventStream;
 
 /// Opens `url` with `authorization`; `Ok(None)` when the transceiver answers 404.
 pub async fn dial(
@@ -47,14 +48,14 @@ pub async fn dial(
         }
         Err(e) => return Err(failed(&e)),
     };
-    let (to_session, mut from_client) = tokio::sync::mpsc::channel::<String>(STREAM_CAPACITY);
-    let (to_client, from_session) = tokio::sync::mpsc::channel::<String>(STREAM_CAPACITY);
+    let (to_session, mut from_client) = frames();
+    let (to_client, from_session) = frames();
     let (mut sink, mut source) = socket.split();
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 text = from_client.recv() => match text {
-                    Some(t) => if sink.send(Message::Text(t.into())).await.is_err() { break },
+                    Some(t) => if sink.send(Message::Text(t.into_text().into())).await.is_err() { break },
                     None => {
                         let _ = sink.send(Message::Close(None)).await;
                         break;

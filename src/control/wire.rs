@@ -102,6 +102,7 @@ pub fn error_parts(e: &CallError) -> (u16, &'static str) {
         CallError::Answer(AnswerError::BadSdp(_)) => (400, "bad_sdp"),
         CallError::Answer(AnswerError::NoAudio) => (400, "no_audio"),
         CallError::Answer(AnswerError::Negotiation(_)) => (400, "negotiation"),
+        CallError::Answer(AnswerError::OverBudget(_)) => (429, "recording_budget_exceeded"),
         CallError::Unavailable(_) => (503, "unavailable"),
         CallError::Full(_, r) => (503, r.code()),
         CallError::Control(_) => (502, "control"),
@@ -123,6 +124,12 @@ pub fn call_error(id: u16, status: u16, body: &str) -> CallError {
         "negotiation" => {
             AnswerError::Negotiation(strip(&message, "could not answer the offer: ")).into()
         }
+        "recording_budget_exceeded" => AnswerError::OverBudget(
+            strip(&message, "no room to record this session (")
+                .split_once("): ")
+                .map_or(message.clone(), |(why, _)| why.to_owned()),
+        )
+        .into(),
         "unavailable" => CallError::Unavailable(id),
         "fault_refused" => CallError::FaultRefused(message),
         "refused" => CallError::Refused(message),
@@ -148,6 +155,7 @@ mod tests {
             CallError::from(AnswerError::BadSdp("line 3".into())),
             AnswerError::NoAudio.into(),
             AnswerError::Negotiation("no fingerprint".into()).into(),
+            AnswerError::OverBudget("this client already holds its 1048576 bytes".into()).into(),
             CallError::Unavailable(7),
             CallError::Full(7, Refusal::Saturated),
             CallError::Full(7, Refusal::TooManyConnecting),

@@ -15,7 +15,12 @@ impl Conversation {
     /// `response.done`), and asks the transport to end the call ([`Action::EndCall`]) once these
     /// frames are out.
     pub fn expire_session(&mut self) {
-        let error = ClientError::new("session_expired", SESSION_EXPIRED);
+        self.close_with(ClientError::new("session_expired", SESSION_EXPIRED));
+    }
+
+    /// Ends the session the way expiry does, for another reason the transport has (an idle
+    /// WebSocket): the `error`, a response in progress failed with it, then the end.
+    pub fn close_with(&mut self, error: ClientError) {
         self.out.error(error.clone());
         self.fail_active(&error);
         self.out.act(Action::EndCall);

@@ -19,6 +19,37 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::call::event_stream::QueueBytes;
+
+/// Bytes one client's WebSocket messages may hold queued in signaling, over all its sockets:
+/// four sessions' worth of queues, or four of the largest messages. Beyond it its sockets are
+/// read no further until their sessions catch up, so one client cannot fill a transceiver's
+/// whole pool (`--ws-queue-budget-mb`) alone.
+pub const CLIENT_QUEUE_BYTES: usize = 64 << 20;
+
+/// Each client's pool for [`CLIENT_QUEUE_BYTES`], shared by its open sockets.
+#[derive(Default)]
+pub struct ClientQueues {
+    pools: Mutex<HashMap<IpAddr, std::sync::Weak<QueueBytes>>>,
+}
+
+impl ClientQueues {
+    /// `peer`'s pool (`None`: an unknown peer, counted alone).
+    pub fn of(&self, peer: Option<IpAddr>) -> Arc<QueueBytes> {
+        let Some(client) = peer.map(client_of) else {
+            return QueueBytes::new(CLIENT_QUEUE_BYTES);
+        };
+        let mut pools = self.pools.lock().unwrap();
+        if let Some(pool) = pools.get(&client).and_then(std::sync::Weak::upgrade) {
+            return pool;
+        }
+        pools.retain(|_, p| p.strong_count() > 0);
+        let pool = QueueBytes::new(CLIENT_QUEUE_BYTES);
+        pools.insert(client, Arc::downgrade(&pool));
+        pool
+    }
+}
+
 /// How often a client at its cap may make signaling ask the transceivers which of its calls
 /// still live; refusals in between are answered from memory.
 pub const RECHECK: Duration = Duration::from_secs(1);
@@ -90,10 +121,17 @@ pub enum Admit {
 /// An admitted offer's place in its client's count.
 pub struct Slot {
     calls: Arc<ClientCalls>,
+    /// Counted under this client (`None`: not capped).
     ip: Option<IpAddr>,
+    client: Option<IpAddr>,
 }
 
 impl Slot {
+    /// The client the offer came from, capped or not.
+    pub fn client(&self) -> Option<IpAddr> {
+        self.client
+    }
+
     /// The offer became call `call_id`: it counts until it is found ended.
     pub fn placed(mut self, call_id: &str) {
         if let Some(ip) = self.ip.take() {
@@ -130,10 +168,12 @@ impl ClientCalls {
     /// Whether `ip` may place one more call now (`None`: the peer address is unknown, as in
     /// in-memory tests; it is not capped).
     pub fn admit(self: &Arc<Self>, ip: Option<IpAddr>, now: Instant) -> Admit {
-        let (Some(ip), true) = (ip.map(client_of), self.max_per_client > 0) else {
+        let client = ip.map(client_of);
+        let (Some(ip), true) = (client, self.max_per_client > 0) else {
             return Admit::Yes(Slot {
                 calls: self.clone(),
                 ip: None,
+                client,
             });
         };
         let mut clients = self.clients.lock().unwrap();
@@ -143,6 +183,7 @@ impl ClientCalls {
             return Admit::Yes(Slot {
                 calls: self.clone(),
                 ip: Some(ip),
+                client,
             });
         }
         if c.checked.is_some_and(|t| now.duration_since(t) < RECHECK) {

@@ -14,6 +14,8 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::Value;
 
+use crate::transceiver::AnswerError;
+
 use super::call_limits::{self, Admit, Slot};
 use super::{ApiError, ClusterView, MAX_OFFER_BYTES, Signaling, bearer, key_error, placement};
 use crate::control::TransceiverControl;
@@ -264,9 +266,10 @@ pub(super) async fn place_call(
     slot: Slot,
     key: Option<&str>,
     offer: String,
-    setup: crate::transceiver::CallSetup,
+    mut setup: crate::transceiver::CallSetup,
     cluster: Option<u16>,
 ) -> Result<Placed, ApiError> {
+    setup.client = slot.client();
     let (t, media_addr) = sig
         .place(cluster)
         .inspect_err(|_| count(&sig.counters.unplaced))?;
@@ -566,6 +569,10 @@ pub(super) fn call_error(e: CallError) -> ApiError {
             ApiError::invalid("fault_refused", m).with_status(StatusCode::CONFLICT)
         }
         CallError::Refused(m) => ApiError::invalid("refused", m).with_status(StatusCode::CONFLICT),
+        CallError::Answer(a @ AnswerError::OverBudget(_)) => {
+            ApiError::invalid("recording_budget_exceeded", a.to_string())
+                .with_status(StatusCode::TOO_MANY_REQUESTS)
+        }
         CallError::Answer(a) => ApiError::invalid("invalid_offer", a.to_string()),
         CallError::Full(..) => at_capacity(&e.to_string()),
         CallError::Unavailable(_) | CallError::Control(_) => ApiError::unavailable(e.to_string()),

@@ -96,6 +96,7 @@ pub(super) async fn create_session(
             live: Some(start),
             session: None,
             upstream: None,
+            client: None,
         },
         Answerer::Upstream(name) => {
             let mut session = body["session"].clone();
@@ -108,6 +109,7 @@ pub(super) async fn create_session(
                     model: name,
                     session: vec![session],
                 }),
+                client: None,
             }
         }
     };
@@ -139,7 +141,7 @@ pub(super) async fn connect(
     })?;
     let key = key_of(&headers);
     sig.keys.check_call(key.as_deref()).map_err(key_error)?;
-    let slot = client_slot(&sig, peer.map(|p| p.0.0.ip())).await?;
+    let slot = client_slot(&sig, peer.as_ref().map(|p| p.0.0.ip())).await?;
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
     let (t, _) = sig.place(None)?;
     // Minted here, with the placement in it as a call's id has, so the session is found again
@@ -154,10 +156,21 @@ pub(super) async fn connect(
     );
     sig.keys.record_owner(&id, key.as_deref());
     let stream = t
-        .open_session(SessionRequest::Live { id })
+        .open_session(SessionRequest::Live {
+            id,
+            client: slot.client(),
+        })
         .await
         .map_err(call_error)?;
-    Ok(serve_stream(upgrade, stream, "session ended", Some(slot)))
+    let peer = peer.map(|p| p.0.0.ip());
+    Ok(serve_stream(
+        &sig,
+        peer,
+        upgrade,
+        stream,
+        "session ended",
+        Some(slot),
+    ))
 }
 
 /// `GET /v1/live/sessions/{id}/attach`: a sideband on a Live session (the app's trusted backend,
@@ -165,6 +178,7 @@ pub(super) async fn connect(
 /// then every server event; its client events are not bound by `client.data_channel`.
 pub(super) async fn attach(
     State(sig): State<Signaling>,
+    peer: Option<axum::Extension<ConnectInfo<SocketAddr>>>,
     Path(id): Path<String>,
     headers: HeaderMap,
     upgrade: Result<WebSocketUpgrade, axum::extract::ws::rejection::WebSocketUpgradeRejection>,
@@ -175,7 +189,15 @@ pub(super) async fn attach(
         return Err(call_not_found(&id));
     }
     let stream = attach_sideband(&sig, key_of(&headers).as_deref(), &id).await?;
-    Ok(serve_stream(upgrade, stream, "session ended", None))
+    let peer = peer.map(|p| p.0.0.ip());
+    Ok(serve_stream(
+        &sig,
+        peer,
+        upgrade,
+        stream,
+        "session ended",
+        None,
+    ))
 }
 
 /// `GET /v1/live/sessions/{id}/content`: the recording of an ended session started with

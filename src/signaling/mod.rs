@@ -84,6 +84,8 @@ pub struct Signaling {
     upstream_probe: Arc<crate::upstream::health::Probe>,
     /// Mints per client where minting is open (see [`call_limits::MintRate`]).
     mint_rate: Arc<call_limits::MintRate>,
+    /// Bytes each client's WebSocket messages hold queued (see [`call_limits::ClientQueues`]).
+    client_queues: Arc<call_limits::ClientQueues>,
 }
 
 /// What `/metrics` counts of the call API.
@@ -119,6 +121,7 @@ impl Signaling {
             upstream: None,
             upstream_probe: Arc::default(),
             mint_rate: Arc::default(),
+            client_queues: Arc::default(),
         }
     }
 

@@ -101,15 +101,15 @@ pub(super) async fn realtime(
                 }
             };
             // A session counts against its client's cap (`--max-calls-per-client`) while open.
-            let peer = peer.map(|p| p.0.0.ip());
-            slot = Some(client_slot(&sig, peer).await?);
+            slot = Some(client_slot(&sig, peer.as_ref().map(|p| p.0.0.ip())).await?);
             sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
             let (t, _) = sig.place(None)?;
             let stream = t.open_session(request).await.map_err(call_error)?;
             (stream, "session ended")
         }
     };
-    Ok(serve_stream(upgrade, stream, reason, slot))
+    let peer = peer.map(|p| p.0.0.ip());
+    Ok(serve_stream(&sig, peer, upgrade, stream, reason, slot))
 }
 
 /// A plain GET where a WebSocket belongs: 426 Upgrade Required, saying what to connect with.
@@ -135,13 +135,17 @@ pub(super) async fn attach_sideband(
         .ok_or_else(|| call_not_found(call_id))
 }
 
-/// Answers an upgrade with `stream` piped to the socket; `slot` is held until it closes.
+/// Answers an upgrade with `stream` piped to the socket; `slot` is held until it closes. What
+/// the client sends waits counted in its `peer`'s pool too.
 pub(super) fn serve_stream(
+    sig: &Signaling,
+    peer: Option<std::net::IpAddr>,
     upgrade: WebSocketUpgrade,
-    stream: EventStream,
+    mut stream: EventStream,
     reason: &'static str,
     slot: Option<super::call_limits::Slot>,
 ) -> Response {
+    stream.to_session = stream.to_session.counted_in(sig.client_queues.of(peer));
     upgrade
         .protocols(["realtime"])
         .max_message_size(MAX_MESSAGE_BYTES)

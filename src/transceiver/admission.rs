@@ -52,6 +52,36 @@ pub struct Capacity {
         env = "VOICE_EDGE_ADMIT_WHEN_SATURATED"
     )]
     pub admit_when_saturated: bool,
+    // Bytes, beside the counts: what a call holds that grows (see `call::byte_budget`).
+    /// MiB that Live recordings (`store: true`), running and kept for download, may hold on one
+    /// transceiver; one client address may hold a quarter. Past it, a stored session is refused
+    /// (or its recording stops) with `recording_budget_exceeded`.
+    #[arg(
+        long = "recording-budget-mb",
+        env = "VOICE_EDGE_RECORDING_BUDGET_MB",
+        default_value_t = 512,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1_048_576)
+    )]
+    pub recording_budget_mb: usize,
+    /// MiB that WebSocket client messages waiting for their sessions may hold on one
+    /// transceiver (each session's queue holds 4 MiB, or one larger message); past it, sockets
+    /// are read no further until their sessions catch up.
+    #[arg(
+        long = "ws-queue-budget-mb",
+        env = "VOICE_EDGE_WS_QUEUE_BUDGET_MB",
+        default_value_t = 256,
+        value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(16..=1_048_576)
+    )]
+    pub ws_queue_budget_mb: usize,
+    /// Seconds a WebSocket session may go without a client event before it is closed (an
+    /// `error` with code `session_idle_timeout`; Live: `session.closed`), freeing its slot.
+    #[arg(
+        long = "ws-idle-timeout",
+        env = "VOICE_EDGE_WS_IDLE_TIMEOUT",
+        default_value_t = 600,
+        value_parser = clap::builder::RangedU64ValueParser::<u64>::new().range(1..=3600)
+    )]
+    pub ws_idle_timeout_secs: u64,
 }
 
 impl Default for Capacity {
@@ -289,7 +319,7 @@ mod tests {
         let cap = Capacity {
             max_calls: 3,
             max_connecting: 2,
-            admit_when_saturated: false,
+            ..Capacity::default()
         };
         let load = WorkerLoad::default();
         assert_eq!(load.admits(&cap), Ok(()));

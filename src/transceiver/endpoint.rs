@@ -168,7 +168,9 @@ impl Endpoint {
             max_timer_lag: Duration::ZERO,
             last_housekeeping: now,
             ended_logs: EndedLogs::shared(),
-            recordings: crate::call::recording::EndedRecordings::shared(),
+            recordings: crate::call::recording::Recordings::shared(
+                super::admission::Capacity::default().recording_budget_mb << 20,
+            ),
         }
     }
 
@@ -339,7 +341,7 @@ impl Endpoint {
     pub fn attach_sideband(
         &mut self,
         call_id: &str,
-        out: tokio::sync::mpsc::Sender<String>,
+        out: crate::call::event_stream::FrameSender,
     ) -> crate::call::sideband::Attach {
         use crate::call::sideband::Attach;
         let Some(s) = self
@@ -739,6 +741,15 @@ impl Endpoint {
                 ));
             }
         };
+        // Taken before the call exists, so a full budget refuses the offer, not the recording.
+        let recording = match &setup.live {
+            Some(live) if live.store => Some(
+                self.recordings
+                    .room(setup.client)
+                    .map_err(|e| peer::AnswerError::OverBudget(e.to_string()))?,
+            ),
+            _ => None,
+        };
         let key = self.next_key;
         self.next_key += 1;
         let session = Session::new(
@@ -752,6 +763,7 @@ impl Endpoint {
                 audio_ssrc: answered.audio_ssrc,
                 codec: answered.codec,
                 setup,
+                recording,
                 upstream_append_ms: self
                     .cfg
                     .upstream
@@ -846,8 +858,8 @@ impl Endpoint {
         if let Some(log) = s.take_event_log() {
             event_log::lock(&self.ended_logs).insert(now, s.call_id.clone(), log);
         }
-        if let Some(wav) = s.take_recording() {
-            crate::call::recording::lock(&self.recordings).insert(now, s.call_id.clone(), wav);
+        if let Some(recording) = s.take_recording() {
+            self.recordings.keep(now, s.call_id.clone(), recording);
         }
         log::info!(
             "call {} ended ({reason:?}) after {:?} ({} packets in, {} out)",

@@ -226,11 +226,14 @@ pub(crate) enum WorkerMessage {
     /// Attaches a sideband's outgoing queue to a call.
     AttachSideband {
         call_id: String,
-        out: tokio::sync::mpsc::Sender<String>,
+        out: crate::call::event_stream::FrameSender,
         reply: tokio::sync::oneshot::Sender<crate::call::sideband::Attach>,
     },
     /// A client event from a sideband.
-    SidebandText { call_id: String, text: String },
+    SidebandText {
+        call_id: String,
+        text: crate::call::event_stream::Frame,
+    },
     DetachSideband {
         call_id: String,
         id: crate::call::sideband::SidebandId,
@@ -265,6 +268,8 @@ pub struct TransceiverHandle {
     recordings: crate::call::recording::SharedRecordings,
     /// WebSocket sessions running here (see [`websocket`]).
     ws_sessions: Arc<AtomicUsize>,
+    /// Bytes of client messages queued for this transceiver's sessions and sidebands.
+    ws_bytes: Arc<crate::call::event_stream::QueueBytes>,
     /// Where bridged WebSocket sessions go (see [`crate::upstream`]).
     upstream: Option<crate::upstream::UpstreamConfig>,
 }
@@ -387,8 +392,7 @@ impl TransceiverHandle {
         };
         let call_id = call_id.as_str();
         if command == CallCommand::Recording {
-            let wav = crate::call::recording::lock(&self.recordings)
-                .get(std::time::Instant::now(), call_id);
+            let wav = self.recordings.get(std::time::Instant::now(), call_id);
             return Ok(wav.map(|wav| CallReply::Recording { wav: wav.to_vec() }));
         }
         let ended_since = match command {
@@ -430,6 +434,8 @@ impl TransceiverHandle {
             self.ws_sessions.clone(),
             self.recordings.clone(),
             self.upstream.clone(),
+            self.ws_bytes.clone(),
+            Duration::from_secs(self.capacity.ws_idle_timeout_secs),
         ))
     }
 
@@ -449,7 +455,7 @@ impl TransceiverHandle {
             return Ok(None);
         };
         let call_id = call_id.to_string();
-        let (out, from_session) = tokio::sync::mpsc::channel(crate::websocket::STREAM_CAPACITY);
+        let (out, from_session) = crate::call::event_stream::frames();
         let attach = ask(w, |reply| WorkerMessage::AttachSideband {
             call_id: call_id.clone(),
             out,
@@ -467,8 +473,9 @@ impl TransceiverHandle {
                 )));
             }
         };
-        let (to_session, mut from_client) =
-            tokio::sync::mpsc::channel::<String>(crate::websocket::STREAM_CAPACITY);
+        // A sideband's events wait in the worker's mailbox holding their room in the queue.
+        let (to_session, mut from_client) = crate::call::event_stream::frames();
+        let to_session = to_session.counted_in(self.ws_bytes.clone());
         let mailbox = w.mailbox.clone();
         tokio::spawn(async move {
             while let Some(text) = from_client.recv().await {
@@ -589,7 +596,8 @@ pub fn spawn_in_process(
     let certificate = generate_certificate()?;
     let stop = Arc::new(AtomicBool::new(false));
     let ended_logs = crate::call::event_log::EndedLogs::shared();
-    let recordings = crate::call::recording::EndedRecordings::shared();
+    let recordings =
+        crate::call::recording::Recordings::shared(cfg.capacity.recording_budget_mb << 20);
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
@@ -642,6 +650,7 @@ pub fn spawn_in_process(
         ended_logs,
         recordings,
         ws_sessions: Arc::default(),
+        ws_bytes: crate::call::event_stream::QueueBytes::new(cfg.capacity.ws_queue_budget_mb << 20),
         upstream: cfg.upstream.clone(),
     };
     Ok((handle, threads))

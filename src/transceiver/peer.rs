@@ -105,6 +105,11 @@ pub enum AnswerError {
     NoAudio,
     #[error("could not answer the offer: {0}")]
     Negotiation(String),
+    /// A stored session with no room for its recording (see [`crate::call::recording`]).
+    #[error(
+        "no room to record this session ({0}): start it without store, or once other stored sessions have ended"
+    )]
+    OverBudget(String),
 }
 
 pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerError> {

@@ -165,13 +165,14 @@ pub struct NewSession {
     /// The audio codec the answer chose.
     pub codec: Codec,
     pub setup: CallSetup,
+    /// Room for the recording of a session started with `store: true`.
+    pub recording: Option<crate::call::recording::RecordingRoom>,
     /// Appends' length for a call bridged upstream (see [`crate::upstream::UpstreamConfig`]).
     pub upstream_append_ms: u32,
 }
 
 impl Session {
     pub fn new(now: Instant, n: NewSession) -> Self {
-        let stored = n.setup.live.as_ref().is_some_and(|l| l.store);
         let mut call = match &n.setup.upstream {
             Some(up) => {
                 let bridge = match (&n.setup.live, up.session.first()) {
@@ -198,8 +199,8 @@ impl Session {
                 Call::rtp(n.call_id.clone(), now, engine, n.codec)
             }
         };
-        if stored {
-            call.start_recording();
+        if let Some(room) = n.recording {
+            call.start_recording(room);
         }
         Session {
             call_id: n.call_id,
@@ -490,7 +491,7 @@ impl Session {
     /// as it takes. The sideband's first frame is a `session.created` with the session as it is now.
     pub fn attach_sideband(
         &mut self,
-        out: tokio::sync::mpsc::Sender<String>,
+        out: crate::call::event_stream::FrameSender,
     ) -> Option<SidebandId> {
         self.call.attach_sideband(out)
     }
@@ -511,7 +512,7 @@ impl Session {
     }
 
     /// The recording as a WAV file, when the session was stored; taken when the call ends.
-    pub fn take_recording(&mut self) -> Option<Vec<u8>> {
+    pub fn take_recording(&mut self) -> Option<crate::call::recording::Recorder> {
         self.call.take_recording()
     }
 

@@ -577,15 +577,20 @@ impl Bridge {
 
     /// The session hit its maximum duration: the service's `error`, then the end.
     pub fn expire(&mut self) {
+        self.close_with(ClientError::new(
+            "session_expired",
+            "Your session hit the maximum duration of 60 minutes.",
+        ));
+    }
+
+    /// The edge ends the session for its own reason (an idle WebSocket): that `error`, then
+    /// the end, as on expiry.
+    pub fn close_with(&mut self, error: ClientError) {
         if self.phase == Phase::Over {
             return;
         }
         self.edge_event(RealtimeServerEvent::Error {
-            error: ClientError::new(
-                "session_expired",
-                "Your session hit the maximum duration of 60 minutes.",
-            )
-            .into_object(),
+            error: error.into_object(),
         });
         self.stop();
     }

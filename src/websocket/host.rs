@@ -7,9 +7,11 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use super::{EventStream, STREAM_CAPACITY, SessionRequest, WsSession};
+use super::{EventStream, SessionRequest, WsSession};
+use crate::call::byte_budget::Exhausted;
+use crate::call::event_stream::{FrameReceiver, FrameSender, QueueBytes, frames};
 use crate::call::media::JobDone;
-use crate::call::recording::SharedRecordings;
+use crate::call::recording::{RecordingRoom, SharedRecordings};
 use crate::upstream::{LinkEnd, UpstreamConfig, UpstreamEvent, link};
 
 /// The real service closes a session after 60 minutes; so does this one.
@@ -19,15 +21,21 @@ const START_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Starts a session on the current tokio runtime and returns its stream; `live` counts it
 /// until it ends. A Live session is made from the client's `session.start`; a stored one's
-/// recording goes to `recordings` when it ends, as a WebRTC session's does.
+/// recording goes to `recordings` when it ends, as a WebRTC session's does. The client's
+/// frames waiting for the session are counted in `queued` too (the transceiver's pool). A
+/// session that hears nothing from its client for `idle` is closed, so an abandoned socket
+/// gives its slot back long before the 60-minute limit.
 pub fn spawn(
     request: SessionRequest,
     live: Arc<AtomicUsize>,
     recordings: SharedRecordings,
     upstream: Option<UpstreamConfig>,
+    queued: Arc<QueueBytes>,
+    idle: Duration,
 ) -> EventStream {
-    let (to_session, mut from_client) = mpsc::channel(STREAM_CAPACITY);
-    let (to_client, from_session) = mpsc::channel(STREAM_CAPACITY);
+    let (to_session, mut from_client) = frames();
+    let to_session = to_session.counted_in(queued);
+    let (to_client, from_session) = frames();
     let expires = crate::realtime::session_limits::expires_at_unix();
     live.fetch_add(1, Ordering::Relaxed);
     tokio::spawn(async move {
@@ -35,8 +43,9 @@ pub fn spawn(
         let random = hex::encode(rand::random::<[u8; 12]>());
         let mut from_upstream = None;
         let session = match request {
-            SessionRequest::Live { id } => {
-                match await_start(id, expires, &mut from_client, &to_client).await {
+            SessionRequest::Live { id, client } => {
+                let record = || recordings.room(client);
+                match await_start(id, expires, &mut from_client, &to_client, record).await {
                     Some(session) => session,
                     None => return,
                 }
@@ -62,10 +71,9 @@ pub fn spawn(
             request => WsSession::new(format!("sess_{random}"), &request, expires),
         };
         let mut session = session;
-        run(&mut session, from_client, to_client, from_upstream).await;
-        if let Some(wav) = session.take_recording() {
-            let now = std::time::Instant::now();
-            crate::call::recording::lock(&recordings).insert(now, session.id.clone(), wav);
+        run(&mut session, from_client, to_client, from_upstream, idle).await;
+        if let Some(recording) = session.take_recording() {
+            recordings.keep(Instant::now(), session.id.clone(), recording);
         }
     });
     EventStream {
@@ -83,13 +91,15 @@ impl Drop for Live {
 
 async fn run(
     session: &mut WsSession,
-    mut from_client: mpsc::Receiver<String>,
-    to_client: mpsc::Sender<String>,
+    mut from_client: FrameReceiver,
+    to_client: FrameSender,
     mut from_upstream: Option<mpsc::Receiver<UpstreamEvent>>,
+    idle: Duration,
 ) {
     let (job_tx, mut job_rx) = mpsc::unbounded_channel::<JobDone>();
     let expires_at = tokio::time::Instant::now() + MAX_SESSION;
     let mut expired = false;
+    let mut idle_at = tokio::time::Instant::now() + idle;
     log::debug!("{}: WebSocket session started", session.id);
     loop {
         for job in session.take_jobs() {
@@ -111,7 +121,10 @@ async fn run(
         let timer = session.poll_timeout().map(tokio::time::Instant::from_std);
         tokio::select! {
             text = from_client.recv() => match text {
-                Some(text) => session.on_client_text(Instant::now(), &text),
+                Some(text) => {
+                    idle_at = tokio::time::Instant::now() + idle;
+                    session.on_client_text(Instant::now(), &text)
+                }
                 None => break,
             },
             Some(done) = job_rx.recv() => session.on_job_done(Instant::now(), done),
@@ -119,6 +132,11 @@ async fn run(
                 session.on_upstream(Instant::now(), event)
             }
             () = sleep_until(timer) => session.handle_timeout(Instant::now()),
+            () = tokio::time::sleep_until(idle_at), if !expired => {
+                expired = true;
+                log::info!("{}: no client event for {idle:?}; closing", session.id);
+                session.idle_out(Instant::now(), idle);
+            }
             () = tokio::time::sleep_until(expires_at), if !expired => {
                 expired = true;
                 session.expire(Instant::now());
@@ -133,15 +151,16 @@ async fn run(
 async fn await_start(
     id: String,
     expires: u64,
-    from_client: &mut mpsc::Receiver<String>,
-    to_client: &mpsc::Sender<String>,
+    from_client: &mut FrameReceiver,
+    to_client: &FrameSender,
+    record: impl Fn() -> Result<RecordingRoom, Exhausted>,
 ) -> Option<WsSession> {
     let deadline = tokio::time::Instant::now() + START_TIMEOUT;
     loop {
         let text = tokio::time::timeout_at(deadline, from_client.recv())
             .await
             .ok()??;
-        match WsSession::start_live(id.clone(), &text, expires) {
+        match WsSession::start_live(id.clone(), &text, expires, &record) {
             Ok(session) => return Some(session),
             Err(error) => to_client.send(error).await.ok()?,
         }

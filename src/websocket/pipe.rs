@@ -19,8 +19,8 @@ pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static s
     loop {
         tokio::select! {
             frame = from_session.recv() => match frame {
-                Some(text) => {
-                    if socket.send(Message::Text(text.into())).await.is_err() {
+                Some(frame) => {
+                    if socket.send(Message::Text(frame.into_text().into())).await.is_err() {
                         return;
                     }
                 }
@@ -58,8 +58,12 @@ pub async fn pipe(mut socket: WebSocket, stream: EventStream, reason: &'static s
             }
         }
     }
-    while let Some(text) = from_session.recv().await {
-        if socket.send(Message::Text(text.into())).await.is_err() {
+    while let Some(frame) = from_session.recv().await {
+        if socket
+            .send(Message::Text(frame.into_text().into()))
+            .await
+            .is_err()
+        {
             return;
         }
     }

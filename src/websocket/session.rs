@@ -14,8 +14,10 @@ use std::time::Instant;
 
 use serde::Deserialize;
 
+use crate::call::byte_budget::Exhausted;
 use crate::call::engine::Engine;
 use crate::call::media::{Job, JobDone};
+use crate::call::recording::{Recorder, RecordingRoom};
 use crate::call::{Call, CallOutput};
 use crate::live::{EventSource, LiveSession, config::check_start};
 use crate::model::ModelKind;
@@ -39,6 +41,9 @@ pub enum SessionRequest {
     /// found again by it (its recording, `GET /v1/live/sessions/{id}/content`).
     Live {
         id: String,
+        /// The client's address, for its share of the recording budget.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        client: Option<std::net::IpAddr>,
     },
 }
 
@@ -78,7 +83,14 @@ impl WsSession {
 
     /// A Live session from the client's first message, which must be `session.start` with a
     /// valid config; otherwise the Live `error` frame to send, and the socket waits for another.
-    pub fn start_live(id: String, text: &str, expires_at_unix: u64) -> Result<WsSession, String> {
+    /// A stored session takes its recording's room from `record` first (see
+    /// [`crate::call::recording`]); none is an `error` too.
+    pub fn start_live(
+        id: String,
+        text: &str,
+        expires_at_unix: u64,
+        record: impl FnOnce() -> Result<RecordingRoom, Exhausted>,
+    ) -> Result<WsSession, String> {
         let event: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             let e = ClientError::new("invalid_json", format!("Could not parse event JSON: {e}"));
             crate::live::error_frame(e, None)
@@ -93,7 +105,15 @@ impl WsSession {
         }
         let start = check_start(&event["session"], Transport::WebSocket).map_err(refuse)?;
         let model = crate::live::model_for(&start).map_err(refuse)?;
-        let store = start.store;
+        let room = match start.store {
+            true => Some(record().map_err(|e| {
+                refuse(ClientError::new(
+                    "recording_budget_exceeded",
+                    format!("no room to record this session ({e}): start it without store, or once other stored sessions have ended"),
+                ))
+            })?),
+            false => None,
+        };
         let mut live = LiveSession::new(
             id.clone(),
             &model,
@@ -103,8 +123,8 @@ impl WsSession {
         );
         live.start(client_event_id.as_deref());
         let mut session = WsSession::with_engine(id, Engine::Live(Box::new(live)));
-        if store {
-            session.call.start_recording();
+        if let Some(room) = room {
+            session.call.start_recording(room);
         }
         session.pump(Instant::now());
         Ok(session)
@@ -156,7 +176,7 @@ impl WsSession {
     }
 
     /// A `store: true` session's recording as a stereo WAV, once (see [`crate::call::recording`]).
-    pub fn take_recording(&mut self) -> Option<Vec<u8>> {
+    pub fn take_recording(&mut self) -> Option<Recorder> {
         self.call.take_recording()
     }
 
@@ -196,6 +216,13 @@ impl WsSession {
         self.ended
     }
 
+    /// No client event came for `idle`: the session says so and the socket closes, as on
+    /// expiry.
+    pub fn idle_out(&mut self, now: Instant, idle: std::time::Duration) {
+        self.call.idle_out(now, idle);
+        self.pump(now);
+    }
+
     /// The session expires as a call does: the `error` event (Live: `session.closed`), then
     /// the socket closes.
     pub fn expire(&mut self, now: Instant) {
@@ -210,6 +237,9 @@ mod tests {
 
     use super::*;
     use base64::Engine as _;
+
+    static STORE: std::sync::LazyLock<crate::call::recording::SharedRecordings> =
+        std::sync::LazyLock::new(|| crate::call::recording::Recordings::shared(64 << 20));
     use serde_json::{Value, json};
 
     /// A Realtime session with the echo model and the default session.
@@ -625,10 +655,16 @@ mod tests {
     #[test]
     fn a_stored_live_websocket_session_records_both_sides() {
         let start = json!({"type": "session.start", "session": {"model": "echo", "store": true}});
-        let mut s = WsSession::start_live("live_rec".into(), &start.to_string(), 0).unwrap();
+        let mut s = WsSession::start_live("live_rec".into(), &start.to_string(), 0, || {
+            STORE.room(None)
+        })
+        .unwrap();
         let speech = speech_24k();
         spoken_turn_as(&mut s, "session.input_audio.append", &speech, 48);
-        let wav = s.take_recording().expect("a stored session is recorded");
+        let wav = s
+            .take_recording()
+            .expect("a stored session is recorded")
+            .wav();
         let (rate, channels, samples) = stereo(&wav);
         assert_eq!((rate, channels), (24_000, 2));
         let energy = |ch: usize| -> f64 {
@@ -656,7 +692,10 @@ mod tests {
         );
         // Without store: nothing kept.
         let plain = json!({"type": "session.start", "session": {"model": "echo"}});
-        let mut s = WsSession::start_live("live_plain".into(), &plain.to_string(), 0).unwrap();
+        let mut s = WsSession::start_live("live_plain".into(), &plain.to_string(), 0, || {
+            STORE.room(None)
+        })
+        .unwrap();
         assert!(s.take_recording().is_none());
     }
 
@@ -676,7 +715,10 @@ mod tests {
     fn a_live_websocket_at_16_khz_hears_and_answers_at_16_khz() {
         let start = json!({"type": "session.start", "session": {"model": "echo",
             "audio": {"format": {"type": "audio/pcm", "rate": 16000}}}});
-        let mut s = WsSession::start_live("live_16k".into(), &start.to_string(), 0).unwrap();
+        let mut s = WsSession::start_live("live_16k".into(), &start.to_string(), 0, || {
+            STORE.room(None)
+        })
+        .unwrap();
         let wav = std::fs::read(concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/speech.wav"))
             .expect("fixtures/speech.wav");
         let (_, pcm) = crate::audio::wav::parse_wav(&wav).unwrap();
@@ -710,15 +752,21 @@ mod tests {
             "live_ws".into(),
             r#"{"type":"session.close","event_id":"x"}"#,
             0,
+            || STORE.room(None),
         );
         let e: Value = serde_json::from_str(&early.err().unwrap()).unwrap();
         assert_eq!(e["error"]["code"], "session_not_started");
         assert_eq!(e["client_event_id"], "x");
         let bad = json!({"type": "session.start", "session": {"model": "echo", "audio": {"format": {"type": "audio/pcm", "rate": 44100}}}});
-        assert!(WsSession::start_live("live_ws".into(), &bad.to_string(), 0).is_err());
+        assert!(
+            WsSession::start_live("live_ws".into(), &bad.to_string(), 0, || STORE.room(None))
+                .is_err()
+        );
         let start =
             json!({"type": "session.start", "event_id": "s1", "session": {"model": "echo"}});
-        let mut s = WsSession::start_live("live_ws".into(), &start.to_string(), 0).unwrap();
+        let mut s =
+            WsSession::start_live("live_ws".into(), &start.to_string(), 0, || STORE.room(None))
+                .unwrap();
         let speech = speech_24k();
         let events = spoken_turn_as(&mut s, "session.input_audio.append", &speech, 48);
         assert_eq!(events[0]["type"], "session.started");

@@ -746,3 +746,45 @@ async fn closed_within(s: &mut TcpStream, d: Duration) -> bool {
         }
     }
 }
+
+/// What hyper refuses before the router sees it (a URI over 64 KiB, more than 100 headers, a
+/// request line that is not HTTP) is answered with its status and the API's JSON error, like
+/// every other refusal, and the server keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_parser_s_own_refusals_are_json_too() {
+    let server = start_local(AllInOneConfig::default()).await;
+    let raw = |request: String| async move {
+        let mut s = TcpStream::connect(server.http_addr).await.unwrap();
+        s.write_all(request.as_bytes()).await.unwrap();
+        let mut out = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut out)).await;
+        let text = String::from_utf8_lossy(&out).into_owned();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+        (head.to_owned(), body.to_owned())
+    };
+    let long_uri = format!("GET /{} HTTP/1.1\r\nHost: x\r\n\r\n", "a".repeat(70_000));
+    let many_headers = format!(
+        "GET /health HTTP/1.1\r\nHost: x\r\n{}\r\n",
+        (0..200)
+            .map(|i| format!("x-h{i}: v\r\n"))
+            .collect::<String>()
+    );
+    for (request, status, code) in [
+        (long_uri, "414", "uri_too_long"),
+        (many_headers, "431", "headers_too_large"),
+        (
+            "NOT HTTP AT ALL\r\n\r\n".to_owned(),
+            "400",
+            "invalid_request",
+        ),
+    ] {
+        let (head, body) = raw(request).await;
+        assert!(head.starts_with(&format!("HTTP/1.1 {status} ")), "{head}");
+        assert!(head.contains("content-type: application/json"), "{head}");
+        assert_eq!(error_code(&body), code, "{body}");
+    }
+    let (head, _) =
+        raw("GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".into()).await;
+    assert!(head.starts_with("HTTP/1.1 200 "), "{head}");
+    server.shutdown().await;
+}

@@ -34,9 +34,11 @@ struct Ws {
 
 impl Ws {
     async fn open(http: std::net::SocketAddr, query: &str) -> Ws {
-        let mut req = format!("ws://{http}/v1/realtime?{query}")
-            .into_client_request()
-            .unwrap();
+        Ws::open_path(http, &format!("/v1/realtime?{query}")).await
+    }
+
+    async fn open_path(http: std::net::SocketAddr, path: &str) -> Ws {
+        let mut req = format!("ws://{http}{path}").into_client_request().unwrap();
         req.headers_mut()
             .insert("sec-websocket-protocol", "realtime".parse().unwrap());
         let (socket, resp) = tokio_tungstenite::connect_async(req)
@@ -475,4 +477,117 @@ async fn a_message_over_the_limit_is_closed_with_1009() {
     .expect("a close frame within 10 s");
     let frame = close.expect("a close code");
     assert_eq!(u16::from(frame.code), 1009, "{frame:?}");
+}
+
+/// A session that hears nothing from its client for the idle limit (`--ws-idle-timeout`, 1 s
+/// here) is told so and closed, giving its slot back; one that keeps talking is not.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_session_is_closed_and_a_busy_one_is_not() {
+    let mut cfg = AllInOneConfig::default();
+    cfg.capacity.ws_idle_timeout_secs = 1;
+    let server = common::start_local(cfg).await;
+    let mut idle = Ws::open(server.http_addr, "model=echo").await;
+    let mut busy = Ws::open(server.http_addr, "model=echo").await;
+    let opened = Instant::now();
+    idle.wait_for("session.created", Duration::from_secs(5))
+        .await;
+    busy.wait_for("session.created", Duration::from_secs(5))
+        .await;
+    while opened.elapsed() < Duration::from_millis(2500) {
+        busy.send(json!({"type": "input_audio_buffer.clear"})).await;
+        busy.pump(Duration::from_millis(300)).await;
+        idle.pump(Duration::from_millis(100)).await;
+    }
+    let error = idle.wait_for("error", Duration::from_secs(1)).await;
+    assert_eq!(error["error"]["code"], "session_idle_timeout", "{error}");
+    idle.pump(Duration::from_secs(2)).await;
+    assert!(idle.closed, "the idle socket was closed");
+    assert!(!busy.closed, "the busy one stays: {:?}", busy.types());
+    assert!(
+        !busy.types().contains(&"error".to_string()),
+        "{:?}",
+        busy.types()
+    );
+    server.shutdown().await;
+}
+
+/// Live recordings are counted in bytes (`--recording-budget-mb 4`: on each transceiver, one
+/// client may hold 1 MiB, about 10 s of stereo 24 kHz). A stored session that outgrows its client's share is told
+/// `recording_budget_exceeded` once and goes on, and its recording keeps what fit; a second
+/// stored session from the same client is refused at `session.start` while the first holds
+/// the share (a session without `store` still starts). Once the first has ended, its kept
+/// recording counts until it expires, or until the same client needs the room: its next
+/// stored session starts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recordings_are_held_to_their_byte_budget() {
+    let mut cfg = AllInOneConfig::default();
+    cfg.capacity.recording_budget_mb = 4;
+    // The budget is each transceiver's: one, so every session lands in the same.
+    cfg.transceivers = 1;
+    let server = common::start_local(cfg).await;
+    let start = |store: bool| json!({"type": "session.start", "session": {"model": "echo", "store": store}});
+
+    let mut first = Ws::open_path(server.http_addr, "/v1/live/sessions").await;
+    first.send(start(true)).await;
+    let started = first
+        .wait_for("session.started", Duration::from_secs(5))
+        .await;
+    let id = started["session"]["id"].as_str().unwrap().to_owned();
+    // 12 s of a tone at 24 kHz, in appends of 1,500 bytes (Live's limit is 2,000 characters).
+    let tone: Vec<u8> = (0..24_000 * 12)
+        .flat_map(|i| (((i as f32 * 0.05).sin() * 6000.0) as i16).to_le_bytes())
+        .collect();
+    for chunk in tone.chunks(1500) {
+        let audio = base64::engine::general_purpose::STANDARD.encode(chunk);
+        first
+            .send(json!({"type": "session.input_audio.append", "audio": audio}))
+            .await;
+    }
+    let error = first.wait_for("error", Duration::from_secs(10)).await;
+    assert_eq!(
+        error["error"]["code"], "recording_budget_exceeded",
+        "{error}"
+    );
+    assert!(!first.closed, "the session goes on");
+
+    let mut second = Ws::open_path(server.http_addr, "/v1/live/sessions").await;
+    second.send(start(true)).await;
+    let refused = second.wait_for("error", Duration::from_secs(5)).await;
+    assert_eq!(
+        refused["error"]["code"], "recording_budget_exceeded",
+        "{refused}"
+    );
+    second.send(start(false)).await;
+    second
+        .wait_for("session.started", Duration::from_secs(5))
+        .await;
+
+    first.send(json!({"type": "session.close"})).await;
+    first
+        .wait_for("session.closed", Duration::from_secs(5))
+        .await;
+    let path = format!("/v1/live/sessions/{id}/content");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let wav = loop {
+        let (status, body) = common::http_get_bytes(server.http_addr, &path).await;
+        if status == 200 {
+            break body;
+        }
+        assert!(Instant::now() < deadline, "no recording: {status}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let seconds = (wav.len() - 44) as f64 / 4.0 / 24_000.0;
+    println!("recording kept {seconds:.2} s of the 12 s sent");
+    assert!(
+        (9.9..=10.01).contains(&seconds),
+        "the first 10 s: {seconds}"
+    );
+
+    // The kept recording gives way to the same client's next stored session.
+    let mut third = Ws::open_path(server.http_addr, "/v1/live/sessions").await;
+    third.send(start(true)).await;
+    third
+        .wait_for("session.started", Duration::from_secs(5))
+        .await;
+    server.shutdown().await;
 }

@@ -1237,3 +1237,35 @@ fn faults_delay_silence_and_rebind_a_call_in_virtual_time() {
     );
     net.assert_clean();
 }
+
+/// A stored Live offer takes its recording's first room before the call exists: with none
+/// left for its client, the offer is refused (signaling's 429 `recording_budget_exceeded`) and
+/// no call is made; the same offer without `store` is answered.
+#[test]
+fn a_stored_offer_without_room_for_its_recording_is_refused() {
+    let mut net = Net::new();
+    // 1 MiB in all: a client's quarter is less than a recording's first 10 s.
+    net.ep
+        .share_recordings(crate::call::recording::Recordings::shared(1 << 20));
+    let client: std::net::IpAddr = "198.51.100.7".parse().unwrap();
+    let setup = |store: bool| crate::transceiver::CallSetup {
+        live: Some(
+            crate::live::config::check_start(
+                &serde_json::json!({"model": "echo", "store": store}),
+                crate::realtime::Transport::WebRtc,
+            )
+            .unwrap(),
+        ),
+        client: Some(client),
+        ..crate::model::ModelKind::Echo.into()
+    };
+    let (_, offer) = Peer::new(net.now, "198.51.100.7:50000");
+    let r = net.ep.create_call(net.now, offer.clone(), setup(true));
+    assert!(
+        matches!(r, Err(crate::transceiver::AnswerError::OverBudget(ref m)) if m.contains("client")),
+        "{:?}",
+        r.as_ref().err()
+    );
+    assert_eq!(net.ep.stats().sessions, 0, "no call was made");
+    assert!(net.ep.create_call(net.now, offer, setup(false)).is_ok());
+}
