@@ -591,3 +591,47 @@ async fn recordings_are_held_to_their_byte_budget() {
         .await;
     server.shutdown().await;
 }
+
+/// A flood of the largest messages on sockets that never read (the queues fill and the
+/// sockets stop being read) leaves a WebRTC call on the same server its audio: every echo
+/// round comes back while the flood runs, and a new WebSocket session still opens.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_websocket_flood_leaves_other_calls_their_audio() {
+    let server = start().await;
+    let mut call = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
+    call.wait_connected(Duration::from_secs(10)).await;
+    assert!(call.echo_round(0x21, 10).await >= 9, "before the flood");
+    let message = format!(
+        r#"{{"type":"input_audio_buffer.append","audio":"{}"}}"#,
+        "A".repeat(15 * 1024 * 1024 - 64)
+    );
+    let mut flooders = Vec::new();
+    for _ in 0..3 {
+        let mut ws = Ws::open(server.http_addr, "model=echo").await;
+        ws.wait_for("session.created", Duration::from_secs(5)).await;
+        let message = message.clone();
+        flooders.push(tokio::spawn(async move {
+            // Bounded: 8 messages each, or 20 s.
+            let until = tokio::time::Instant::now() + Duration::from_secs(20);
+            for _ in 0..8 {
+                let send = ws.socket.send(Message::Text(message.clone().into()));
+                if tokio::time::timeout_at(until, send).await.is_err() {
+                    break;
+                }
+            }
+            ws
+        }));
+    }
+    for round in 0..5u8 {
+        let got = call.echo_round(0x30 + round, 10).await;
+        assert!(got >= 9, "round {round} during the flood: {got} of 10");
+    }
+    let mut fresh = Ws::open(server.http_addr, "model=echo").await;
+    fresh
+        .wait_for("session.created", Duration::from_secs(5))
+        .await;
+    for f in flooders {
+        drop(f.await.unwrap());
+    }
+    server.shutdown().await;
+}
