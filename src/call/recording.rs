@@ -162,6 +162,13 @@ enum Side {
     Model,
 }
 
+/// What a client is told when a stored session finds no room for its recording.
+pub fn no_room(e: Exhausted) -> String {
+    format!(
+        "no room to record this session ({e}): start it without store, or once other stored sessions have ended"
+    )
+}
+
 /// A transceiver's recordings, running and kept, within one memory budget
 /// (`--recording-budget-mb`; a client may hold a quarter of it). Kept recordings give way,
 /// oldest first, to a running one that needs room.

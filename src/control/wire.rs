@@ -124,12 +124,7 @@ pub fn call_error(id: u16, status: u16, body: &str) -> CallError {
         "negotiation" => {
             AnswerError::Negotiation(strip(&message, "could not answer the offer: ")).into()
         }
-        "recording_budget_exceeded" => AnswerError::OverBudget(
-            strip(&message, "no room to record this session (")
-                .split_once("): ")
-                .map_or(message.clone(), |(why, _)| why.to_owned()),
-        )
-        .into(),
+        "recording_budget_exceeded" => AnswerError::OverBudget(message).into(),
         "unavailable" => CallError::Unavailable(id),
         "fault_refused" => CallError::FaultRefused(message),
         "refused" => CallError::Refused(message),

@@ -743,11 +743,11 @@ impl Endpoint {
         };
         // Taken before the call exists, so a full budget refuses the offer, not the recording.
         let recording = match &setup.live {
-            Some(live) if live.store => Some(
-                self.recordings
-                    .room(setup.client)
-                    .map_err(|e| peer::AnswerError::OverBudget(e.to_string()))?,
-            ),
+            Some(live) if live.store => {
+                Some(self.recordings.room(setup.client).map_err(|e| {
+                    peer::AnswerError::OverBudget(crate::call::recording::no_room(e))
+                })?)
+            }
             _ => None,
         };
         let key = self.next_key;

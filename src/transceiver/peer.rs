@@ -106,9 +106,8 @@ pub enum AnswerError {
     #[error("could not answer the offer: {0}")]
     Negotiation(String),
     /// A stored session with no room for its recording (see [`crate::call::recording`]).
-    #[error(
-        "no room to record this session ({0}): start it without store, or once other stored sessions have ended"
-    )]
+    /// Its message is [`crate::call::recording::no_room`]'s.
+    #[error("{0}")]
     OverBudget(String),
 }
 

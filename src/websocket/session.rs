@@ -109,7 +109,7 @@ impl WsSession {
             true => Some(record().map_err(|e| {
                 refuse(ClientError::new(
                     "recording_budget_exceeded",
-                    format!("no room to record this session ({e}): start it without store, or once other stored sessions have ended"),
+                    crate::call::recording::no_room(e),
                 ))
             })?),
             false => None,
