@@ -70,6 +70,7 @@ impl ByteBudget {
     }
 
     /// Bytes held now, in all and by `client`.
+    #[cfg(test)]
     pub fn used(&self, client: Option<IpAddr>) -> (usize, usize) {
         let used = self.lock();
         let mine = client.and_then(|c| used.by_client.get(&c)).copied();

@@ -45,6 +45,7 @@ impl QueueBytes {
     }
 
     /// Bytes free now.
+    #[cfg(test)]
     pub fn free(&self) -> usize {
         self.room.available_permits()
     }

@@ -33,10 +33,21 @@ impl<S> JsonParseErrors<S> {
     }
 }
 
+/// hyper's error heads are a status line, `content-length: 0` and `date`: well under this.
+const MAX_ERROR_HEAD: usize = 256;
+
 /// The JSON answer for a head hyper wrote for a request it could not parse, if `head` is one.
+/// Every write passes here, bodies of any size included, so the cheap tests come first and a
+/// write that is not a short error head is looked at no further than its first bytes.
 fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
+    if head.len() > MAX_ERROR_HEAD || !head.starts_with(b"HTTP/1.1 ") {
+        return None;
+    }
+    let status = match &head[9..12] {
+        s @ (b"400" | b"414" | b"431" | b"505") => s,
+        _ => return None,
+    };
     let text = std::str::from_utf8(head).ok()?;
-    let rest = text.strip_prefix("HTTP/1.1 ")?;
     if !text.ends_with("\r\n\r\n")
         || !text
             .to_ascii_lowercase()
@@ -44,23 +55,23 @@ fn rewrite(head: &[u8]) -> Option<Vec<u8>> {
     {
         return None;
     }
-    let (status, code, message) = match rest.get(..3)? {
-        "400" => (
+    let (status, code, message) = match status {
+        b"400" => (
             "400 Bad Request",
             "invalid_request",
             "The request could not be parsed as HTTP/1.1.",
         ),
-        "414" => (
+        b"414" => (
             "414 URI Too Long",
             "uri_too_long",
             "The request's URI is longer than this server reads.",
         ),
-        "431" => (
+        b"431" => (
             "431 Request Header Fields Too Large",
             "headers_too_large",
             "The request's headers are larger, or more, than this server reads.",
         ),
-        "505" => (
+        b"505" => (
             "505 HTTP Version Not Supported",
             "http_version_not_supported",
             "This server speaks HTTP/1.1 (and 1.0).",

@@ -141,7 +141,8 @@ pub(super) async fn connect(
     })?;
     let key = key_of(&headers);
     sig.keys.check_call(key.as_deref()).map_err(key_error)?;
-    let slot = client_slot(&sig, peer.as_ref().map(|p| p.0.0.ip())).await?;
+    let peer = peer.map(|p| p.0.0.ip());
+    let slot = client_slot(&sig, peer).await?;
     sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
     let (t, _) = sig.place(None)?;
     // Minted here, with the placement in it as a call's id has, so the session is found again
@@ -162,7 +163,6 @@ pub(super) async fn connect(
         })
         .await
         .map_err(call_error)?;
-    let peer = peer.map(|p| p.0.0.ip());
     Ok(serve_stream(
         &sig,
         peer,

@@ -58,6 +58,7 @@ pub(super) async fn realtime(
         )
     })?;
     let key = key_of(&headers);
+    let peer = peer.map(|p| p.0.0.ip());
     let mut slot = None;
     let (stream, reason) = match target(&q)? {
         Target::Sideband(call_id) => {
@@ -101,14 +102,13 @@ pub(super) async fn realtime(
                 }
             };
             // A session counts against its client's cap (`--max-calls-per-client`) while open.
-            slot = Some(client_slot(&sig, peer.as_ref().map(|p| p.0.0.ip())).await?);
+            slot = Some(client_slot(&sig, peer).await?);
             sig.keys.claim_call(key.as_deref()).map_err(key_error)?;
             let (t, _) = sig.place(None)?;
             let stream = t.open_session(request).await.map_err(call_error)?;
             (stream, "session ended")
         }
     };
-    let peer = peer.map(|p| p.0.0.ip());
     Ok(serve_stream(&sig, peer, upgrade, stream, reason, slot))
 }
 

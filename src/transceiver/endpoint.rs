@@ -228,18 +228,12 @@ impl Endpoint {
     }
 
     pub fn attach_upstream(&mut self, now: Instant, call_id: &str, link: UpstreamLink) {
-        if let Some(&key) = self.by_call.get(call_id) {
-            self.isolate(now, key, |s| s.attach_upstream(now, link));
-            self.after_input(key, now);
-        }
+        self.input_to(now, call_id, |s| s.attach_upstream(now, link));
     }
 
     /// What a bridged call's upstream link reported.
     pub fn on_upstream(&mut self, now: Instant, call_id: &str, event: UpstreamEvent) {
-        if let Some(&key) = self.by_call.get(call_id) {
-            self.isolate(now, key, |s| s.on_upstream(now, event));
-            self.after_input(key, now);
-        }
+        self.input_to(now, call_id, |s| s.on_upstream(now, event));
     }
 
     /// When [`Endpoint::handle_timeout`] is next due: the earliest session timer, or the next
@@ -298,22 +292,19 @@ impl Endpoint {
         call_id: &str,
         offer_sdp: String,
     ) -> Option<Result<String, peer::AnswerError>> {
-        let key = *self.by_call.get(call_id)?;
-        let r = self.isolate(now, key, |s| peer::reanswer(&mut s.pc, now, offer_sdp));
+        let r = self.input_to(now, call_id, |s| peer::reanswer(&mut s.pc, now, offer_sdp));
         if let Some(Ok(_)) = &r {
             log::info!("{call_id}: renegotiated (new offer on a live call)");
         }
-        self.after_input(key, now);
         r
     }
 
     /// Ends a call as if it reached its maximum duration: the Realtime `error` event now, the
     /// close `grace` later. `None` when the call is not here.
     pub fn expire(&mut self, now: Instant, call_id: &str, grace: Duration) -> Option<()> {
-        let key = *self.by_call.get(call_id)?;
+        self.by_call.get(call_id)?;
         log::info!("{call_id}: session expired, closing in {grace:?}");
-        self.isolate(now, key, |s| s.expire(now, grace));
-        self.after_input(key, now);
+        self.input_to(now, call_id, |s| s.expire(now, grace));
         Some(())
     }
 
@@ -369,18 +360,12 @@ impl Endpoint {
 
     /// A client event a sideband sent to a call; dropped when the call has ended.
     pub fn sideband_text(&mut self, now: Instant, call_id: &str, text: &str) {
-        if let Some(&key) = self.by_call.get(call_id) {
-            self.isolate(now, key, |s| s.on_sideband_text(now, text));
-            self.after_input(key, now);
-        }
+        self.input_to(now, call_id, |s| s.on_sideband_text(now, text));
     }
 
     /// A job's result for a call's response (see [`Endpoint::poll_job`]).
     pub fn job_done(&mut self, now: Instant, call_id: &str, done: JobDone) {
-        if let Some(&key) = self.by_call.get(call_id) {
-            self.isolate(now, key, |s| s.on_job_done(now, done));
-            self.after_input(key, now);
-        }
+        self.input_to(now, call_id, |s| s.on_job_done(now, done));
     }
 
     /// Ends every call, telling each client (shutdown).
@@ -792,6 +777,21 @@ impl Endpoint {
             worker: self.index,
             candidate: self.advertise,
         })
+    }
+
+    /// One input to call `call_id`, by name (an API command, a job's result, a sideband's or
+    /// the upstream's event), handled as a datagram is: isolated, then the call's output
+    /// drained. `None` when the call is not here or panicked.
+    fn input_to<R>(
+        &mut self,
+        now: Instant,
+        call_id: &str,
+        f: impl FnOnce(&mut Session) -> R,
+    ) -> Option<R> {
+        let key = *self.by_call.get(call_id)?;
+        let r = self.isolate(now, key, f);
+        self.after_input(key, now);
+        r
     }
 
     /// Runs one call's processing so that a panic in it (a bug in the stack, the model or our

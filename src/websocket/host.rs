@@ -98,7 +98,8 @@ async fn run(
 ) {
     let (job_tx, mut job_rx) = mpsc::unbounded_channel::<JobDone>();
     let expires_at = tokio::time::Instant::now() + MAX_SESSION;
-    let mut expired = false;
+    // Idle or expired, the session says so once and then closes.
+    let mut closing = false;
     let mut idle_at = tokio::time::Instant::now() + idle;
     log::debug!("{}: WebSocket session started", session.id);
     loop {
@@ -132,13 +133,13 @@ async fn run(
                 session.on_upstream(Instant::now(), event)
             }
             () = sleep_until(timer) => session.handle_timeout(Instant::now()),
-            () = tokio::time::sleep_until(idle_at), if !expired => {
-                expired = true;
+            () = tokio::time::sleep_until(idle_at), if !closing => {
+                closing = true;
                 log::info!("{}: no client event for {idle:?}; closing", session.id);
                 session.idle_out(Instant::now(), idle);
             }
-            () = tokio::time::sleep_until(expires_at), if !expired => {
-                expired = true;
+            () = tokio::time::sleep_until(expires_at), if !closing => {
+                closing = true;
                 session.expire(Instant::now());
             }
         }
