@@ -64,21 +64,14 @@ impl EdgeEvent<'_> {
 pub(super) struct Peek<'a> {
     #[serde(rename = "type", borrow, default)]
     pub(super) kind: &'a str,
-    #[serde(default)]
     pub(super) response_id: Option<String>,
-    #[serde(default)]
     pub(super) item_id: Option<String>,
-    #[serde(default)]
     pub(super) content_index: Option<u32>,
-    #[serde(default, borrow)]
+    #[serde(borrow)]
     pub(super) delta: Option<&'a str>,
-    #[serde(default)]
     pub(super) audio_start_ms: Option<u64>,
-    #[serde(default)]
     pub(super) audio_end_ms: Option<u64>,
-    #[serde(default)]
     pub(super) response: Option<IdOnly>,
-    #[serde(default)]
     pub(super) error: Option<ErrorPeek>,
 }
 
@@ -97,17 +90,14 @@ pub(super) struct ErrorPeek {
 /// The session's settings the bridge follows.
 #[derive(Deserialize, Default)]
 pub(super) struct SessionPeek {
-    #[serde(default)]
     pub(super) audio: Option<AudioPeek>,
 }
 #[derive(Deserialize, Default)]
 pub(super) struct AudioPeek {
-    #[serde(default)]
     pub(super) input: Option<InputPeek>,
 }
 #[derive(Deserialize, Default)]
 pub(super) struct InputPeek {
-    #[serde(default)]
     pub(super) turn_detection: Option<TurnPeek>,
 }
 #[derive(Deserialize)]
@@ -115,7 +105,6 @@ pub(super) struct TurnPeek {
     #[serde(default = "yes")]
     pub(super) interrupt_response: bool,
     /// `server_vad`'s; `semantic_vad` names none.
-    #[serde(default)]
     pub(super) silence_duration_ms: Option<u64>,
 }
 fn yes() -> bool {
