@@ -47,6 +47,9 @@ counters! {
     flows_learned_outbound,
     /// Flows removed after idling.
     flows_expired,
+    /// Flows their owner gave up (its call ended, or it no longer knows the client), so the
+    /// client's next call is routed afresh.
+    flows_released,
     /// Unknown source, not a STUN binding request, and no flow known anywhere.
     dropped_not_stun,
     /// Unknown source, STUN but no parsable USERNAME.

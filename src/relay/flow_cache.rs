@@ -32,6 +32,11 @@ pub enum CacheRequest {
     Lookup {
         client: SocketAddr,
     },
+    /// `owner` gave the client up: its stored flow goes, unless it names another owner by now.
+    Forget {
+        client: SocketAddr,
+        owner: SocketAddr,
+    },
 }
 
 /// Failed writes kept for replay; beyond this the oldest information is simply lost, and those
@@ -161,6 +166,32 @@ impl CacheThread {
                             }
                         }
                         Ok(None) => {}
+                        Err(_) => conn = None,
+                    }
+                }
+                Some(CacheRequest::Forget {
+                    client: addr,
+                    owner,
+                }) => {
+                    if backlog
+                        .get(&addr)
+                        .and_then(|v| self.decode(v))
+                        .is_some_and(|(_, o)| o == owner)
+                    {
+                        backlog.remove(&addr);
+                    }
+                    let Some(c) = conn.as_mut() else { continue };
+                    let key = flow_key(&self.scope, addr);
+                    let r: redis::RedisResult<Option<String>> =
+                        redis::cmd("GET").arg(&key).query(c);
+                    match r {
+                        Ok(Some(v)) if self.decode(&v).is_some_and(|(_, o)| o == owner) => {
+                            let r: redis::RedisResult<()> = redis::cmd("DEL").arg(&key).query(c);
+                            if r.is_err() {
+                                conn = None;
+                            }
+                        }
+                        Ok(_) => {}
                         Err(_) => conn = None,
                     }
                 }

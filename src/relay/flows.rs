@@ -7,10 +7,16 @@
 //! recovered from the cache or learned from outbound traffic land there, and a worker consults
 //! it only for a source it does not know.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::RwLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
+
+/// Releases kept for workers that have not applied them yet. A worker applies them every loop
+/// turn (at most a 50 ms tick apart), so only a burst of this many within one turn is lost, and
+/// a lost one still heals: the owner releases again on the client's next datagram.
+const RELEASE_LOG: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Flow {
@@ -87,6 +93,16 @@ impl FlowTable {
         Insert::New
     }
 
+    /// Forgets `client`'s flow if `owner` is where it goes; whether it did. Any other owner's
+    /// word is ignored, so a next hop can only give up its own flows.
+    pub fn release(&mut self, client: &SocketAddr, owner: SocketAddr) -> bool {
+        if self.flows.get(client).is_some_and(|f| f.owner == owner) {
+            self.flows.remove(client);
+            return true;
+        }
+        false
+    }
+
     /// Removes flows idle for longer than the configured timeout; returns how many.
     pub fn expire(&mut self, now: Instant) -> usize {
         let before = self.flows.len();
@@ -120,15 +136,57 @@ impl FlowTable {
     }
 }
 
-/// Flows known to the relay but not (yet) to the worker that will see the client.
+/// Flows known to the relay but not (yet) to the worker that will see the client; and the flows
+/// owners gave up, for every worker to forget.
+///
+/// A release reaches whichever worker the kernel hands the owner's datagram to, while the flow
+/// lives in the worker that sees the client, so releases are posted here and each worker
+/// applies the ones it has not seen (one atomic load per loop turn when there are none).
 pub struct SharedFlows {
     inner: RwLock<FlowTable>,
+    releases: Mutex<VecDeque<(u64, SocketAddr, SocketAddr)>>,
+    released: AtomicU64,
 }
 
 impl SharedFlows {
     pub fn new(cap: usize, idle: Duration) -> Self {
         SharedFlows {
             inner: RwLock::new(FlowTable::new(cap, idle)),
+            releases: Mutex::new(VecDeque::with_capacity(RELEASE_LOG)),
+            released: AtomicU64::new(0),
+        }
+    }
+
+    /// `owner` gives up `client`: forgotten here now, by each worker at its next
+    /// [`SharedFlows::releases_since`].
+    pub fn release(&self, client: SocketAddr, owner: SocketAddr) {
+        if let Ok(mut t) = self.inner.write() {
+            t.release(&client, owner);
+        }
+        let Ok(mut log) = self.releases.lock() else {
+            return;
+        };
+        let seq = self.released.load(Ordering::Relaxed) + 1;
+        if log.len() == RELEASE_LOG {
+            log.pop_front();
+        }
+        log.push_back((seq, client, owner));
+        self.released.store(seq, Ordering::Release);
+    }
+
+    /// Calls `apply(client, owner)` for each release after `seen`, and moves `seen` past them.
+    #[inline]
+    pub fn releases_since(&self, seen: &mut u64, mut apply: impl FnMut(SocketAddr, SocketAddr)) {
+        if self.released.load(Ordering::Acquire) == *seen {
+            return;
+        }
+        let Ok(log) = self.releases.lock() else {
+            return;
+        };
+        let after = *seen;
+        for &(seq, client, owner) in log.iter().filter(|(seq, ..)| *seq > after) {
+            apply(client, owner);
+            *seen = seq;
         }
     }
 
@@ -186,6 +244,32 @@ mod tests {
         t.touch(&a(2), t0 + Duration::from_secs(20));
         assert_eq!(t.expire(t0 + Duration::from_secs(31)), 1);
         assert!(t.touch(&a(2), t0 + Duration::from_secs(31)).is_some());
+    }
+
+    #[test]
+    fn only_the_owner_releases_a_flow_and_every_worker_hears_of_it() {
+        let now = Instant::now();
+        let shared = SharedFlows::new(10, Duration::from_secs(30));
+        let mut worker = FlowTable::new(10, Duration::from_secs(30));
+        worker.insert(a(1), a(9000), 1, now);
+        worker.insert(a(2), a(9000), 1, now);
+        shared.insert(a(1), a(9000), 1, now);
+        let mut seen = 0;
+        // Another hop's word does nothing.
+        shared.release(a(1), a(9001));
+        shared.releases_since(&mut seen, |c, o| {
+            worker.release(&c, o);
+        });
+        assert!(worker.contains(&a(1)) && shared.get(&a(1)).is_some());
+        shared.release(a(1), a(9000));
+        shared.releases_since(&mut seen, |c, o| {
+            worker.release(&c, o);
+        });
+        assert!(!worker.contains(&a(1)) && shared.get(&a(1)).is_none());
+        assert!(worker.contains(&a(2)), "only the released client goes");
+        assert_eq!(seen, 2);
+        // Applied once: nothing new, nothing called.
+        shared.releases_since(&mut seen, |_, _| panic!("applied twice"));
     }
 
     #[test]

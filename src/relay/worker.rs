@@ -77,6 +77,8 @@ pub(super) struct Worker {
     /// The [`super::LiveHops`] version copied into `cfg.next_hops`.
     hops_seen: u64,
     inbox: Option<LocalInbox>,
+    /// The last of [`SharedFlows`]' releases this worker applied.
+    releases_seen: u64,
     /// In-process next hops, and the datagrams from them on their way out.
     local: LocalRoutes,
     local_out: Vec<(Vec<u8>, usize, SocketAddr)>,
@@ -103,6 +105,7 @@ impl Worker {
             refresh_buf: Vec::new(),
             hops_seen: 0,
             inbox: p.inbox,
+            releases_seen: 0,
             local: LocalRoutes::default(),
             local_out: Vec::with_capacity(BATCH),
             local_up: Vec::new(),
@@ -137,6 +140,7 @@ impl Worker {
                 self.local.refresh(l);
             }
             self.sleeper.wait(Some(TICK));
+            self.apply_releases();
             // A waker says only that something was queued or the relay is stopping.
             self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
             if self.sleeper.is_ready(PUBLIC) {
@@ -239,7 +243,9 @@ impl Worker {
             return;
         };
         if let Some(&hop) = self.hop_ids.get(&from) {
-            match self.route_reply(h, from, hop, now, &mut b.slot_mut(i)[..LINK_HEADER_LEN]) {
+            let released = n == LINK_HEADER_LEN;
+            let header = &mut b.slot_mut(i)[..LINK_HEADER_LEN];
+            match self.route_reply(h, from, hop, now, released, header) {
                 Some(ReplyTo::Upstream(up)) => to_link.push_slot(i, 0..n, up),
                 Some(ReplyTo::Client(c)) => to_public.push_slot(i, LINK_HEADER_LEN..n, c),
                 None => {}
@@ -309,7 +315,8 @@ impl Worker {
                 Counters::inc(&self.counters.dropped_bad_link);
                 continue;
             };
-            match self.route_reply(h, from, hop, now, &mut buf[..LINK_HEADER_LEN]) {
+            let released = buf.len() == LINK_HEADER_LEN;
+            match self.route_reply(h, from, hop, now, released, &mut buf[..LINK_HEADER_LEN]) {
                 Some(ReplyTo::Upstream(up)) => self.local_up.push((buf, up)),
                 Some(ReplyTo::Client(c)) => self.local_out.push((buf, LINK_HEADER_LEN, c)),
                 None => {}
@@ -343,15 +350,23 @@ impl Worker {
     /// Where next hop `hop`'s reply (link header `h`, written at `header`) goes: back through
     /// the global relay it entered by, with the header rewritten in place (that relay reads only
     /// the client address), or to the client. `None` drops it (counted).
+    ///
+    /// A reply with no payload is the hop `released` the client: its flow is forgotten here and,
+    /// through the global relay it came by, there too; nothing goes to the client.
     fn route_reply(
         &mut self,
         h: LinkHeader,
         from: SocketAddr,
         hop: u16,
         now: Instant,
+        released: bool,
         header: &mut [u8],
     ) -> Option<ReplyTo> {
-        self.learn_outbound(h.client, from, hop, now);
+        if released {
+            self.release(h.client, from);
+        } else {
+            self.learn_outbound(h.client, from, hop, now);
+        }
         let to = if h.ingress & VIA_UPSTREAM != 0 {
             let Some(&up) = self.cfg.upstreams.get((h.ingress & !VIA_UPSTREAM) as usize) else {
                 Counters::inc(&self.counters.dropped_bad_link);
@@ -363,11 +378,34 @@ impl Worker {
             }
             .write(header);
             ReplyTo::Upstream(up)
+        } else if released {
+            return None;
         } else {
             ReplyTo::Client(h.client)
         };
         Counters::inc(&self.counters.forwarded_out);
         Some(to)
+    }
+
+    /// `owner` gave `client` up: every worker forgets the flow (if it goes to `owner`), and
+    /// so does the cache, so a restarted relay does not bring it back.
+    #[cold]
+    fn release(&mut self, client: SocketAddr, owner: SocketAddr) {
+        self.shared.release(client, owner);
+        self.apply_releases();
+        self.cache_request(CacheRequest::Forget { client, owner });
+    }
+
+    /// Applies the releases posted since this worker last looked.
+    #[inline]
+    fn apply_releases(&mut self) {
+        let (flows, counters) = (&mut self.flows, &*self.counters);
+        self.shared
+            .releases_since(&mut self.releases_seen, |client, owner| {
+                if flows.release(&client, owner) {
+                    Counters::inc(&counters.flows_released);
+                }
+            });
     }
 
     /// Where a client's datagram goes: its flow, a new flow from a routable binding request,

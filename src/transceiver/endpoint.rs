@@ -426,7 +426,16 @@ impl Endpoint {
     pub fn handle_datagram(&mut self, now: Instant, from: SocketAddr, pkt: &[u8]) {
         match self.demux(from, pkt) {
             Demux::Call(a) => self.deliver(now, a),
-            Demux::Unknown => self.dropped_unknown += 1,
+            Demux::Unknown { via, client } => {
+                self.dropped_unknown += 1;
+                // A relay still routes this client here, so its flow outlived the call it
+                // was made for (a new call from the same address is then lost): tell the relay
+                // to forget it. Its next datagram is routed afresh by its own ufrag.
+                if let Some((relay, ingress)) = via {
+                    self.transmits
+                        .push_back(release(NO_CALL, relay, ingress, client));
+                }
+            }
             Demux::OutsideLinkSources => self.dropped_link_source += 1,
             Demux::Malformed => {}
         }
@@ -479,7 +488,7 @@ impl Endpoint {
                 consent,
                 payload,
             }),
-            None => Demux::Unknown,
+            None => Demux::Unknown { via, client },
         }
     }
 
@@ -851,6 +860,12 @@ impl Endpoint {
             let _ = s.pc.close();
             drain_session(key, &mut s, &mut self.transmits);
         }
+        // After the goodbye: the relay forgets the flow, so the client's address is free for
+        // its next call, wherever that call lives.
+        if let (Some((relay, ingress)), Some(client)) = (s.via, s.client) {
+            self.transmits
+                .push_back(release(key, relay, ingress, client));
+        }
         self.by_ufrag.remove(&s.ufrag);
         self.by_call.remove(&s.call_id);
         self.by_addr.retain(|_, k| *k != key);
@@ -888,8 +903,11 @@ fn closed_reason(s: &Session) -> EndReason {
 /// Where a datagram from the socket goes (see [`Endpoint::demux`]).
 enum Demux<'a> {
     Call(Arrival<'a>),
-    /// No call here answers to its ufrag or address.
-    Unknown,
+    /// No call here answers to its ufrag or address; `via` is the relay it came through.
+    Unknown {
+        via: Option<(SocketAddr, u32)>,
+        client: SocketAddr,
+    },
     /// A link datagram from an address that is no relay of ours: not read further.
     OutsideLinkSources,
     /// Empty, or a link header that does not parse.
@@ -916,6 +934,21 @@ fn is_binding_success(pkt: &[u8], txid: &[u8; 12]) -> bool {
 /// Queues what the session wrote: wrapped in the link header back to the relay it came
 /// through, or bare to a direct client. The return path (client address and relay) moves only
 /// when the stack answers the authenticated binding request that proposed it.
+/// The key of no call: what a datagram sent for no call of ours (a flow release for an unknown
+/// client) names. Keys start at 1.
+const NO_CALL: CallKey = 0;
+
+/// A link datagram with no payload: "this client is no longer mine". The relay honours it only
+/// from the flow's owner (see [`crate::relay`]), and never sends it on to the client.
+fn release(call: CallKey, relay: SocketAddr, ingress: u32, client: SocketAddr) -> Transmit {
+    Transmit {
+        call,
+        to: relay,
+        link: Some(LinkHeader { ingress, client }),
+        payload: BytesMut::new(),
+    }
+}
+
 fn drain_session(key: CallKey, s: &mut Session, out: &mut VecDeque<Transmit>) {
     while let Some(w) = s.pc.poll_write() {
         if let Some(m) = s.pending_move

@@ -58,6 +58,9 @@ impl PeerConnectionEventHandler for Handler {
     }
 }
 
+/// Where a client's UDP socket binds unless told: any free loopback port.
+const LOCAL: &str = "127.0.0.1:0";
+
 /// How the offer is posted.
 enum Post {
     /// `application/sdp`, as the Realtime WebRTC guide does.
@@ -105,6 +108,7 @@ impl Client {
             |sdp| sdp.to_owned(),
             Post::Multipart(key.to_owned()),
             Codec::Opus,
+            LOCAL,
         )
         .await
     }
@@ -118,6 +122,7 @@ impl Client {
             |sdp| sdp.to_owned(),
             Post::Live(session),
             Codec::Opus,
+            LOCAL,
         )
         .await
     }
@@ -125,7 +130,7 @@ impl Client {
     /// Like [`Client::call`], offering `codec` alone: G.711 as a telephony client (or a browser
     /// whose `setCodecPreferences` kept only PCMU or PCMA) offers it.
     pub async fn call_codec(http: SocketAddr, path: &str, codec: Codec) -> Client {
-        Self::call_inner(http, path, |sdp| sdp.to_owned(), Post::Sdp, codec).await
+        Self::call_inner(http, path, |sdp| sdp.to_owned(), Post::Sdp, codec, LOCAL).await
     }
 
     /// Like [`Client::call`], with the answer passed through `rewrite` before it is applied.
@@ -134,7 +139,22 @@ impl Client {
         path: &str,
         rewrite: impl Fn(&str) -> String,
     ) -> Client {
-        Self::call_inner(http, path, rewrite, Post::Sdp, Codec::Opus).await
+        Self::call_inner(http, path, rewrite, Post::Sdp, Codec::Opus, LOCAL).await
+    }
+
+    /// Like [`Client::call`], from the UDP address `local`: a client whose next call comes from
+    /// the port its last one used (an app that binds one port, or an OS that hands it out again).
+    pub async fn call_from(http: SocketAddr, path: &str, local: SocketAddr) -> Client {
+        let local = local.to_string();
+        Self::call_inner(
+            http,
+            path,
+            |sdp| sdp.to_owned(),
+            Post::Sdp,
+            Codec::Opus,
+            &local,
+        )
+        .await
     }
 
     async fn call_inner(
@@ -143,6 +163,7 @@ impl Client {
         rewrite: impl Fn(&str) -> String,
         post: Post,
         codec: Codec,
+        local: &str,
     ) -> Client {
         let params = codec_parameters(codec);
         let mut me = MediaEngine::default();
@@ -160,7 +181,7 @@ impl Client {
                 rtp_tx,
                 packet_tx,
             }))
-            .with_udp_addrs(vec!["127.0.0.1:0".to_owned()])
+            .with_udp_addrs(vec![local.to_owned()])
             .build()
             .await
             .expect("build client pc");

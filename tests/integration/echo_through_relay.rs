@@ -195,3 +195,58 @@ async fn a_large_session_update_crosses_the_data_channel_both_ways() {
     c.pc.close().await.unwrap();
     server.shutdown().await;
 }
+
+/// A client's next call from the port its last call used, placed on the other transceiver: the
+/// relay must route it by its new ufrag, not by the flow the ended call left. Before the owner
+/// released its flow at the end of a call, the new call's checks went to the old owner, which
+/// knew no such ufrag, and the call never connected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_call_from_an_ended_call_s_port_is_routed_to_its_own_transceiver() {
+    let server = start().await;
+    let url = "/v1/realtime/calls?model=loopback";
+    let transceiver = |c: &Client| c.response.headers["x-voice-edge-transceiver"].clone();
+    // Placement is least loaded, ties to the lowest id: one call elsewhere steers the first
+    // call from the port to the second transceiver, one more after it ends steers the next
+    // call from the port back to the first.
+    let mut held = Client::call(server.http_addr, url).await;
+    held.wait_connected(Duration::from_secs(10)).await;
+    let port = std::net::UdpSocket::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let mut first = Client::call_from(server.http_addr, url, port).await;
+    first.wait_connected(Duration::from_secs(10)).await;
+    assert!(first.echo_round(0xC1, 20).await >= 18);
+    first.pc.close().await.unwrap();
+    let before = transceiver(&first);
+    drop(first);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while common::sessions(&server).await > 1 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the first call did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut other = Client::call(server.http_addr, url).await;
+    other.wait_connected(Duration::from_secs(10)).await;
+
+    let mut next = Client::call_from(server.http_addr, url, port).await;
+    assert_ne!(
+        transceiver(&next),
+        before,
+        "the test needs the next call elsewhere"
+    );
+    next.wait_connected(Duration::from_secs(10)).await;
+    let back = next.echo_round(0xC2, 20).await;
+    assert!(
+        back >= 18,
+        "only {back} of 20 frames came back on the next call"
+    );
+    let c = server.relay().counters();
+    assert!(c.flows_released >= 1, "{c:?}");
+    for c in [held, other, next] {
+        c.pc.close().await.unwrap();
+    }
+    server.shutdown().await;
+}

@@ -331,3 +331,60 @@ fn the_worker_byte_picks_the_transceiver_worker_socket() {
     );
     relay.stop();
 }
+
+/// A flow's owner gives the client up with an empty link datagram (its call ended, or it knows
+/// no call for the client): the client's next check is routed by its own ufrag again. Only the
+/// owner's word counts, and nothing of it reaches the client.
+#[test]
+fn only_its_owner_releases_a_flow_and_the_next_call_is_routed_afresh() {
+    let other = UdpSocket::bind("127.0.0.1:0").unwrap();
+    other
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let other_addr = other.local_addr().unwrap();
+    let keys = RouteKeys::from_hex(0, SECRET).unwrap();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let members = ClusterMembers::new(7)
+        .with(3, sink.local_addr().unwrap())
+        .with(4, other_addr);
+    let mut cfg = RelayConfig::new("127.0.0.1:0".parse().unwrap(), members, keys.clone());
+    // The release may reach either worker; the flow lives in one.
+    cfg.workers = 2;
+    let relay = relay::spawn(cfg).unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let me = client.local_addr().unwrap();
+
+    let to_3 = binding_request(&format!("{}:old1", ufrag::mint(&keys, 7, 3, 0)));
+    client.send_to(&to_3, relay.public_addr).unwrap();
+    recv(&sink).expect("the first call's check did not reach transceiver 3");
+    // The next call, placed on transceiver 4, still goes to 3 while the flow stands.
+    let to_4 = binding_request(&format!("{}:new1", ufrag::mint(&keys, 7, 4, 0)));
+    client.send_to(&to_4, relay.public_addr).unwrap();
+    recv(&sink).expect("a known flow follows its owner");
+
+    // Transceiver 4 cannot release 3's flow.
+    other
+        .send_to(&link_packet(me, b""), relay.link_addr)
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    client.send_to(&to_4, relay.public_addr).unwrap();
+    recv(&sink).expect("another hop's release moved the flow");
+    assert!(recv(&other).is_none());
+
+    // Its owner can; the client hears nothing of it.
+    sink.send_to(&link_packet(me, b""), relay.link_addr)
+        .unwrap();
+    assert!(recv(&client).is_none(), "the release reached the client");
+    client.send_to(&to_4, relay.public_addr).unwrap();
+    let (pkt, _) = recv(&other).expect("the next call's check was not routed afresh");
+    assert_eq!(&pkt[LINK_HEADER_LEN..], &to_4[..]);
+    assert!(recv(&sink).is_none());
+    let c = relay.counters();
+    assert_eq!((c.flows_released, c.flows_created), (1, 2), "{c:?}");
+    relay.stop();
+}

@@ -217,6 +217,8 @@ struct Net {
     peers: Vec<(Peer, Path, String)>,
     /// Datagrams the endpoint sent that no peer was at (a forger's, say), by destination.
     stray: Vec<SocketAddr>,
+    /// Clients whose relay flow the endpoint released, in order; the relay keeps these.
+    released: Vec<SocketAddr>,
     /// Jobs the endpoint asked for, as the worker would take them (speech to the pool).
     synthesis: Vec<CallJob>,
 }
@@ -251,6 +253,7 @@ impl Net {
             faults: FaultLayer::default(),
             peers: vec![],
             stray: vec![],
+            released: vec![],
             synthesis: vec![],
         }
     }
@@ -307,6 +310,10 @@ impl Net {
                             RELAY_LINK.parse::<SocketAddr>().unwrap(),
                             "link replies go to the relay"
                         );
+                        if t.payload.is_empty() {
+                            self.released.push(h.client);
+                            continue;
+                        }
                         h.client
                     }
                     None => t.to,
@@ -554,6 +561,14 @@ fn hangups_free_every_index_and_timers_stay_ordered() {
     net.run(Duration::from_secs(2));
     assert_eq!(net.ep.stats().ended.hangup, 4);
     assert!(calls.iter().all(|&c| net.peers[c].0.closed), "clients told");
+    // And the relay is told each client is free (again for each datagram a client sends after
+    // its call: with no relay here to forget the flow, all of them arrive).
+    let mut released = net.released.clone();
+    released.sort();
+    released.dedup();
+    let mut clients: Vec<SocketAddr> = calls.iter().map(|&c| net.peers[c].0.addr).collect();
+    clients.sort();
+    assert_eq!(released, clients);
     net.assert_clean();
     // Stale timer entries of the ended calls are dropped in bulk by housekeeping.
     assert!(net.ep.stats().timers <= 64, "{:?}", net.ep.stats());
@@ -570,6 +585,24 @@ fn unknown_datagrams_are_counted_and_change_nothing() {
     assert_eq!(net.ep.stats().dropped_unknown, 2);
     assert!(net.ep.poll_transmit().is_none());
     assert_eq!(EndReason::Hangup, EndReason::Hangup);
+}
+
+#[test]
+fn a_relayed_datagram_for_no_call_releases_its_flow() {
+    // The relay still routes this client here (its call ended and the release was lost, or
+    // the relay restarted with an old flow): the endpoint says the client is not its own, so
+    // the client's next check is routed by its ufrag.
+    let mut net = Net::new();
+    let now = net.now;
+    let relay: SocketAddr = RELAY_LINK.parse().unwrap();
+    let client: SocketAddr = "203.0.113.1:1".parse().unwrap();
+    let ufrag = unauthenticated_check("nobodys:ufrag");
+    net.ep.handle_datagram(now, relay, &linked(client, &ufrag));
+    let t = net.ep.poll_transmit().expect("a release");
+    assert_eq!((t.to, t.link.map(|h| h.client)), (relay, Some(client)));
+    assert!(t.payload.is_empty());
+    assert!(net.ep.poll_transmit().is_none());
+    assert_eq!(net.ep.stats().dropped_unknown, 1);
 }
 
 fn ice_ufrag(sdp: &str) -> &str {
