@@ -150,6 +150,10 @@ pub fn answer(now: Instant, p: PeerParams<'_>) -> Result<AnsweredPeer, AnswerErr
         .with_multicast_dns_mode(rtc::ice::mdns::MulticastDnsMode::Disabled)
         .with_ice_credentials(p.ufrag, p.pwd)
         .with_answering_dtls_role(RTCDtlsRole::Server)
+        // No HelloVerifyRequest: its cookie proves the client's address, which the check that
+        // let its ClientHello reach this stack already proved (vendor/rtc-dtls/PATCHED.md).
+        // One round trip less before the call connects.
+        .with_dtls_skip_hello_verify(true)
         .build();
     let config = RTCConfigurationBuilder::new()
         .with_certificates(vec![p.certificate.clone()])

@@ -135,6 +135,8 @@ impl RTCPeerConnection {
                 .disable_certificate_fingerprint_verification,
             replay_protection: setting_engine.replay_protection,
             crypto_provider,
+            // voice-edge patch
+            dtls_skip_hello_verify: setting_engine.dtls_skip_hello_verify,
         })?;
 
         // Create the SCTP transport

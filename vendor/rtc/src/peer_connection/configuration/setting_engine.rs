@@ -359,6 +359,8 @@ pub struct SettingEngine {
     pub(crate) answering_dtls_role: RTCDtlsRole,
     pub(crate) disable_certificate_fingerprint_verification: bool,
     pub(crate) allow_insecure_verification_algorithm: bool,
+    // voice-edge patch: see `SettingEngineBuilder::with_dtls_skip_hello_verify`.
+    pub(crate) dtls_skip_hello_verify: bool,
     pub(crate) disable_media_engine_copy: bool,
     pub(crate) disable_media_engine_multiple_codecs: bool,
     pub(crate) srtp_protection_profiles: Vec<SrtpProtectionProfile>,
@@ -948,6 +950,18 @@ impl SettingEngineBuilder {
     /// * `is_allowed` - `true` to allow insecure algorithms, `false` to disallow
     pub fn with_allow_insecure_verification_algorithm(mut self, is_allowed: bool) -> Self {
         self.0.allow_insecure_verification_algorithm = is_allowed;
+        self
+    }
+
+    /// voice-edge patch: as the DTLS server, answer the first ClientHello with the ServerHello
+    /// flight, without a HelloVerifyRequest. That saves a round trip before the call connects.
+    ///
+    /// The cookie exchange proves the client's address before the server sends its larger
+    /// flight (RFC 6347 4.2.1), which ICE has already proven when DTLS starts: enable this only
+    /// where DTLS datagrams from addresses that have not passed a connectivity check never
+    /// reach the stack.
+    pub fn with_dtls_skip_hello_verify(mut self, skip: bool) -> Self {
+        self.0.dtls_skip_hello_verify = skip;
         self
     }
 

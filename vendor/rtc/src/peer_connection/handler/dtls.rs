@@ -551,6 +551,7 @@ mod tests {
                 dtls_cipher_suites: vec![],
                 allow_insecure_verification_algorithm: false,
                 disable_certificate_fingerprint_verification: false,
+                dtls_skip_hello_verify: false, // voice-edge patch
                 replay_protection: Default::default(),
                 crypto_provider: provider,
             },
@@ -580,6 +581,7 @@ mod tests {
                 dtls_cipher_suites: vec![],
                 allow_insecure_verification_algorithm: false,
                 disable_certificate_fingerprint_verification: false,
+                dtls_skip_hello_verify: false, // voice-edge patch
                 replay_protection: Default::default(),
                 crypto_provider: provider,
             },

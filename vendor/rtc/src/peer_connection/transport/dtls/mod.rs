@@ -62,6 +62,8 @@ pub(crate) struct DtlsTransport {
     pub(crate) allow_insecure_verification_algorithm: bool,
     pub(crate) disable_certificate_fingerprint_verification: bool,
     pub(crate) replay_protection: ReplayProtection,
+    // voice-edge patch
+    pub(crate) dtls_skip_hello_verify: bool,
 }
 
 pub(crate) struct RTCDtlsTransportConfig {
@@ -75,6 +77,8 @@ pub(crate) struct RTCDtlsTransportConfig {
     pub(crate) disable_certificate_fingerprint_verification: bool,
     pub(crate) replay_protection: ReplayProtection,
     pub(crate) crypto_provider: Arc<dyn RTCCryptoProvider>,
+    // voice-edge patch: see `SettingEngineBuilder::with_dtls_skip_hello_verify`.
+    pub(crate) dtls_skip_hello_verify: bool,
 }
 
 impl DtlsTransport {
@@ -90,6 +94,7 @@ impl DtlsTransport {
             disable_certificate_fingerprint_verification,
             replay_protection,
             crypto_provider,
+            dtls_skip_hello_verify,
         } = config;
         if !certificates.is_empty() {
             let now = SystemTime::now(); // Exemption: wall-clock is correct here to check X.509 certificate expiry
@@ -126,6 +131,7 @@ impl DtlsTransport {
             disable_certificate_fingerprint_verification,
             replay_protection,
             crypto_provider,
+            dtls_skip_hello_verify,
         })
     }
 
@@ -256,6 +262,8 @@ impl DtlsTransport {
                 .with_verify_peer_certificate(verify_peer_certificate)
                 .with_extended_master_secret(::dtls::config::ExtendedMasterSecretType::Require)
                 .with_replay_protection_window(self.replay_protection.dtls)
+                // voice-edge patch
+                .with_insecure_skip_hello_verify(self.dtls_skip_hello_verify)
                 .build(self.dtls_role == RTCDtlsRole::Client, None)?,
         ))
     }
@@ -394,6 +402,7 @@ mod tests {
             dtls_cipher_suites,
             allow_insecure_verification_algorithm: false,
             disable_certificate_fingerprint_verification: false,
+            dtls_skip_hello_verify: false, // voice-edge patch
             replay_protection: ReplayProtection::default(),
             crypto_provider: crypto::default_provider().expect("test crypto provider"),
         })
@@ -502,6 +511,7 @@ mod tests {
                 dtls_cipher_suites: vec![],
                 allow_insecure_verification_algorithm: false,
                 disable_certificate_fingerprint_verification: false,
+                dtls_skip_hello_verify: false, // voice-edge patch
                 replay_protection: ReplayProtection::default(),
                 crypto_provider: provider.clone(),
             })
