@@ -4,6 +4,7 @@
 //
 //   node bench/connect/rtt.mjs --bin /tmp/voice-edge [--rtt 25,50,100] [--calls 5] [--warmup 1]
 //        [--http-delay] [--aiortc-python bench/connect/.venv/bin/python] [--jitter-ms 0] [--json out.json]
+//        [--bin-before /tmp/voice-edge-before]   (another build as a third target, 'voice-edge (before)')
 //
 // It starts voice-edge once (`--http 127.0.0.1:H --relay 127.0.0.1:R --advertise 127.0.0.1:D`, so every
 // answer names D, the delay stage, instead of the relay) and, per RTT, delay.py forwarding D → R with that
@@ -40,6 +41,8 @@ const { startStaticServer } = await import(path.join(E2E, 'realtime-util.mjs'));
 const { values } = parseArgs({
   options: {
     bin: { type: 'string', default: process.env.VOICE_EDGE_BIN || '' },
+    // A second voice-edge build (e.g. the previous commit's) as one more target, side by side.
+    'bin-before': { type: 'string', default: '' },
     rtt: { type: 'string', default: '50' },
     calls: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
@@ -306,21 +309,28 @@ const servers = [];
 const rows = [];
 const allCalls = [];
 try {
-  // voice-edge, once: answers name D (the delay stage), the relay binds R.
-  const veHttp = await freeTcpPort();
-  const relayUdp = await freeUdpPort();
-  const delayUdp = await freeUdpPort();
-  const ve = startChild('voice-edge', values.bin,
-    ['--http', `127.0.0.1:${veHttp}`, '--relay', `127.0.0.1:${relayUdp}`, '--advertise', `127.0.0.1:${delayUdp}`],
-    { RUST_LOG: process.env.RUST_LOG || 'warn' });
-  servers.push(ve);
-  await waitFor(ve, httpOk(`http://127.0.0.1:${veHttp}/`), 'HTTP listener');
-  const version = await new Promise((res) => {
-    const c = spawn(values.bin, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  // voice-edge, once per build: answers name D (the delay stage), the relay binds R.
+  const builds = [{ name: 'voice-edge', bin: values.bin }];
+  if (values['bin-before']) builds.push({ name: 'voice-edge (before)', bin: values['bin-before'] });
+  const ves = [];
+  for (const b of builds) {
+    const http = await freeTcpPort();
+    const relayUdp = await freeUdpPort();
+    const delayUdp = await freeUdpPort();
+    const child = startChild(b.name, b.bin,
+      ['--http', `127.0.0.1:${http}`, '--relay', `127.0.0.1:${relayUdp}`, '--advertise', `127.0.0.1:${delayUdp}`],
+      { RUST_LOG: process.env.RUST_LOG || 'warn' });
+    servers.push(child);
+    await waitFor(child, httpOk(`http://127.0.0.1:${http}/`), 'HTTP listener');
+    ves.push({ ...b, http, relayUdp, delayUdp, front: values['http-delay'] ? await freeTcpPort() : null });
+  }
+  const versionOf = (bin) => new Promise((res) => {
+    const c = spawn(bin, ['--version'], { stdio: ['ignore', 'pipe', 'ignore'] });
     let out = '';
     c.stdout.on('data', (d) => (out += d));
     c.on('exit', () => res(out.trim()));
   });
+  const version = (await Promise.all(ves.map(async (v) => `${v.name}: ${await versionOf(v.bin)}`))).join(', ');
 
   // aiortc (optional): its answers name a new port per call; a dynamic delay port goes in front of it.
   let aiortc = null;
@@ -331,8 +341,8 @@ try {
     await waitFor(a, httpOk(`http://127.0.0.1:${aHttp}/`), 'HTTP listener');
     aiortc = { http: aHttp, udp: await freeUdpPort(), control: await freeUdpPort() };
   }
-  const tcpFront = { ve: values['http-delay'] ? await freeTcpPort() : null, aiortc: values['http-delay'] && aiortc ? await freeTcpPort() : null };
-  const targets = [{ name: 'voice-edge', base: `http://127.0.0.1:${tcpFront.ve ?? veHttp}`, route: false, expectSession: true }];
+  const tcpFront = { aiortc: values['http-delay'] && aiortc ? await freeTcpPort() : null };
+  const targets = ves.map((v) => ({ name: v.name, base: `http://127.0.0.1:${v.front ?? v.http}`, route: false, expectSession: true }));
   if (aiortc) targets.push({ name: 'aiortc', base: `http://127.0.0.1:${tcpFront.aiortc ?? aiortc.http}`, route: true, expectSession: false });
 
   statics = await startStaticServer({ '/': { type: 'text/html; charset=utf-8', body: HTML } });
@@ -349,10 +359,11 @@ try {
   const perRttBudgetS = Math.ceil(((calls + warmup) * targets.length * (callTimeoutMs + gapMs + 5000)) / 1000) + 60;
   for (const rtt of rtts) {
     const args = [path.join(here, 'delay.py'), '--rtt-ms', String(rtt), '--jitter-ms', String(jitterMs),
-      '--max-seconds', String(perRttBudgetS), '--udp', `127.0.0.1:${delayUdp}=127.0.0.1:${relayUdp}`];
+      '--max-seconds', String(perRttBudgetS)];
+    for (const v of ves) args.push('--udp', `127.0.0.1:${v.delayUdp}=127.0.0.1:${v.relayUdp}`);
     if (aiortc) args.push('--udp', `127.0.0.1:${aiortc.udp}=dynamic`, '--control', `127.0.0.1:${aiortc.control}`);
     if (values['trace-dir']) args.push('--trace', path.join(values['trace-dir'], `delay-rtt${rtt}.txt`));
-    if (tcpFront.ve) args.push('--tcp', `127.0.0.1:${tcpFront.ve}=127.0.0.1:${veHttp}`);
+    for (const v of ves) if (v.front) args.push('--tcp', `127.0.0.1:${v.front}=127.0.0.1:${v.http}`);
     if (tcpFront.aiortc) args.push('--tcp', `127.0.0.1:${tcpFront.aiortc}=127.0.0.1:${aiortc.http}`);
     delay = startChild(`delay.py (RTT ${rtt} ms)`, 'python3', args);
     await waitFor(delay, async () => delay.lines.some((l) => l.startsWith('delay ready')), 'ready line', 10_000);

@@ -4,6 +4,7 @@
 #
 #   bash bench/connect/rtt.sh [--rtts 25,50,100] [--calls 5] [--no-aiortc] [other args → rtt.mjs,
 #                             e.g. --http-delay --jitter-ms 5 --warmup 1 --json /tmp/rtt.json]
+#   VOICE_EDGE_BIN_BEFORE=/tmp/old-voice-edge bash bench/connect/rtt.sh   # + that build as a third target
 #
 # Installs what it needs (apt chromium if missing, the tests/e2e node_modules if missing, aiortc + aiohttp
 # into bench/connect/.venv unless --no-aiortc), copies the voice-edge binary ($VOICE_EDGE_BIN, or
@@ -60,6 +61,11 @@ cp "$BIN_SRC" "$WORK/voice-edge"
 log "$("$WORK/voice-edge" --version); RTTs $RTTS ms, $CALLS call(s) each"
 
 ARGS=(--bin "$WORK/voice-edge" --rtt "$RTTS" --calls "$CALLS")
+# Another build side by side in the same run (e.g. the previous commit's), as 'voice-edge (before)'.
+if [[ -n "${VOICE_EDGE_BIN_BEFORE:-}" ]]; then
+  cp "$VOICE_EDGE_BIN_BEFORE" "$WORK/voice-edge-before"
+  ARGS+=(--bin-before "$WORK/voice-edge-before")
+fi
 [[ $AIORTC == 1 ]] && ARGS+=(--aiortc-python "$VENV/bin/python")
 # rtt.mjs stops what it starts (and its children watch it); this bounds the whole run.
 timeout --signal=TERM --kill-after=15 1800 node "$HERE/rtt.mjs" "${ARGS[@]}" ${PASS[@]+"${PASS[@]}"} &
