@@ -205,6 +205,13 @@ impl SctpTransport {
             ));
             self.sctp_transport_config = Some(sctp_transport_config);
         } else {
+            // voice-edge patch: the DTLS server starts the association too (as Pion and the
+            // async webrtc crate do on both sides), so its INIT leaves with its DTLS Finished
+            // and the peer completes the association one round trip sooner: it answers that
+            // INIT, and our COOKIE ECHO reaches it before its own INIT could have been answered.
+            // The peer's INIT, crossing ours, reaches this association (vendor/rtc-sctp's
+            // simultaneous-open patch); the server config still accepts it if ours never left.
+            self.sctp_transport_config = Some(sctp_transport_config.clone());
             self.sctp_endpoint = Some(::sctp::Endpoint::new(
                 TransportContext::default().local_addr, // placeholder; rewritten per-transmit by the ICE handler
                 TransportProtocol::UDP, // placeholder; rewritten per-transmit by the ICE handler
