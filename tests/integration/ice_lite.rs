@@ -103,5 +103,53 @@ async fn the_first_plain_check_selects_the_pair_without_waiting_for_nomination()
         );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+
+    // A lite agent sends no checks of its own (RFC 8445 2.5): nothing but the answer came
+    // back, and a nominating check is answered at once.
+    client
+        .set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    while let Ok((n, _)) = client.recv_from(&mut buf) {
+        let mut m = Message::new();
+        m.raw = buf[..n].to_vec();
+        assert!(
+            !(m.decode().is_ok() && m.typ == BINDING_REQUEST),
+            "the lite agent sent a check of its own"
+        );
+    }
+    let (nominating, txid) = nominating_check(ufrag, pwd);
+    client.send_to(&nominating, server.media_addr).unwrap();
+    let (n, _) = client
+        .recv_from(&mut buf)
+        .expect("the nominating check was not answered");
+    let mut m = Message::new();
+    m.raw = buf[..n].to_vec();
+    m.decode().unwrap();
+    assert_eq!((m.typ, m.transaction_id.0), (BINDING_SUCCESS, txid));
     server.shutdown().await;
+}
+
+/// The same check with USE-CANDIDATE, as the browser nominates.
+fn nominating_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
+    let provider = rtc::crypto::default_provider().unwrap();
+    let mut m = Message::new();
+    let txid = TransactionId::new();
+    m.build(&[
+        Box::new(BINDING_REQUEST),
+        Box::new(txid),
+        Box::new(Username::new(
+            ATTR_USERNAME,
+            format!("{server_ufrag}:{CLIENT_UFRAG}"),
+        )),
+        Box::new(rtc::ice::attributes::priority::PriorityAttr(2_130_706_431)),
+        Box::new(rtc::ice::attributes::control::AttrControlling(42)),
+        Box::new(rtc::ice::attributes::use_candidate::UseCandidateAttr),
+        Box::new(MessageIntegrity::new_short_term_integrity_with_provider(
+            server_pwd.to_owned(),
+            provider.crypto(),
+        )),
+        Box::new(FINGERPRINT),
+    ])
+    .unwrap();
+    (m.raw.clone(), txid.0)
 }

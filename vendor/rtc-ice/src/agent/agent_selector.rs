@@ -532,6 +532,19 @@ impl ControlledSelector for Agent {
             // Track request received on the candidate pair
             self.candidate_pairs[pair_index].on_request_received();
 
+            // voice-edge patch: a lite agent sends no checks, triggered ones included (RFC 8445
+            // 2.5 and 7.3.1.4): it answers every valid check and uses the pair the first one
+            // arrived on (see patch 0003). It sent a check of its own back, which the
+            // controlling agent had to answer while its ClientHello was on the way, and then
+            // made a nominating check wait for that check's response.
+            if self.lite {
+                self.send_binding_success(now, m, local_index, remote_index);
+                if self.get_selected_pair().is_none() {
+                    self.set_selected_pair(Some(now), Some(pair_index));
+                }
+                return;
+            }
+
             let p = &self.candidate_pairs[pair_index];
             let use_candidate = m.contains(ATTR_USE_CANDIDATE);
             if use_candidate {
