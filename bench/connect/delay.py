@@ -135,7 +135,9 @@ class Upstream(asyncio.DatagramProtocol):
         self.last = time.monotonic()
 
     async def open(self):
-        await self.stage.loop.create_datagram_endpoint(lambda: self, local_addr=("127.0.0.1", 0))
+        # On the target's own address: the target then sees (and a STUN answer maps) the client on
+        # the address family and interface it serves, not loopback, which Firefox would not pair.
+        await self.stage.loop.create_datagram_endpoint(lambda: self, local_addr=(self.target[0], 0))
 
     def connection_made(self, transport):
         self.transport = transport

@@ -35,7 +35,8 @@ import { parseArgs } from 'node:util';
 
 const here = path.dirname(fileURLToPath(import.meta.url));
 const E2E = path.resolve(here, '..', '..', 'tests', 'e2e');
-const { launchBrowser, openPage, fmt, SPEECH_WAV, freeTcpPort, freeUdpPort } = await import(path.join(E2E, 'harness.mjs'));
+const { launchBrowser, openPage, fmt, SPEECH_WAV, freeTcpPort, freeUdpPort, primaryIPv4 } = await import(path.join(E2E, 'harness.mjs'));
+const { launchFirefox, openFirefoxPage } = await import(path.join(E2E, 'firefox.mjs'));
 const { startStaticServer } = await import(path.join(E2E, 'realtime-util.mjs'));
 
 const { values } = parseArgs({
@@ -43,6 +44,10 @@ const { values } = parseArgs({
     bin: { type: 'string', default: process.env.VOICE_EDGE_BIN || '' },
     // A second voice-edge build (e.g. the previous commit's) as one more target, side by side.
     'bin-before': { type: 'string', default: '' },
+    // chromium, firefox or both. Firefox never pairs a loopback candidate, nor one learned from a
+    // loopback mapped address, so with it in the list the relay and the delay stage both use this
+    // machine's primary address (and the answers name the stage there).
+    browsers: { type: 'string', default: 'chromium' },
     rtt: { type: 'string', default: '50' },
     calls: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
@@ -58,7 +63,7 @@ const { values } = parseArgs({
   },
 });
 const USAGE = 'usage: node bench/connect/rtt.mjs --bin PATH [--rtt 25,50,100] [--calls 5] [--warmup 1] [--http-delay] ' +
-  '[--aiortc-python PY] [--model loopback] [--jitter-ms 0] [--call-timeout-ms 15000] [--gap-ms 300] [--trace-dir DIR] [--json out.json]';
+  '[--browsers chromium,firefox] [--bin-before PATH] [--aiortc-python PY] [--model loopback] [--jitter-ms 0] [--call-timeout-ms 15000] [--gap-ms 300] [--trace-dir DIR] [--json out.json]';
 if (values.help) {
   console.log(USAGE);
   process.exit(0);
@@ -69,6 +74,17 @@ const warmup = Number.parseInt(values.warmup, 10);
 const jitterMs = Number(values['jitter-ms']);
 const callTimeoutMs = Number.parseInt(values['call-timeout-ms'], 10);
 const gapMs = Number.parseInt(values['gap-ms'], 10);
+const browserNames = values.browsers.split(',').map((s) => s.trim()).filter(Boolean);
+if (!browserNames.length || !browserNames.every((b) => b === 'chromium' || b === 'firefox')) {
+  console.error(`--browsers takes chromium, firefox or both (comma-separated)\n${USAGE}`);
+  process.exit(2);
+}
+// Where the delay stage listens for the media (what the answers name).
+const mediaHost = browserNames.includes('firefox') ? primaryIPv4() : '127.0.0.1';
+if (!mediaHost) {
+  console.error('firefox needs a non-loopback address for the media path, and this machine has none');
+  process.exit(2);
+}
 if (!values.bin || !fs.existsSync(values.bin)) {
   console.error(`no voice-edge binary: --bin ${values.bin || '(none)'} (or VOICE_EDGE_BIN)\n${USAGE}`);
   process.exit(2);
@@ -303,6 +319,8 @@ const cell = (ms, rtt) => (ms == null ? '-' : `${fmt(ms)} (${(ms / rtt).toFixed(
 // --- run -------------------------------------------------------------------------------------------------------
 let exitCode = 0;
 let browser = null;
+/** The browsers driving calls: { name, browser, version, context, page, consoleLines, targets }. */
+const browsers = [];
 let statics = null;
 let delay = null;
 const servers = [];
@@ -315,10 +333,10 @@ try {
   const ves = [];
   for (const b of builds) {
     const http = await freeTcpPort();
-    const relayUdp = await freeUdpPort();
-    const delayUdp = await freeUdpPort();
+    const relayUdp = await freeUdpPort(mediaHost);
+    const delayUdp = await freeUdpPort(mediaHost);
     const child = startChild(b.name, b.bin,
-      ['--http', `127.0.0.1:${http}`, '--relay', `127.0.0.1:${relayUdp}`, '--advertise', `127.0.0.1:${delayUdp}`],
+      ['--http', `127.0.0.1:${http}`, '--relay', `${mediaHost}:${relayUdp}`, '--advertise', `${mediaHost}:${delayUdp}`],
       { RUST_LOG: process.env.RUST_LOG || 'warn' });
     servers.push(child);
     await waitFor(child, httpOk(`http://127.0.0.1:${http}/`), 'HTTP listener');
@@ -346,21 +364,31 @@ try {
   if (aiortc) targets.push({ name: 'aiortc', base: `http://127.0.0.1:${tcpFront.aiortc ?? aiortc.http}`, route: true, expectSession: false });
 
   statics = await startStaticServer({ '/': { type: 'text/html; charset=utf-8', body: HTML } });
-  browser = await launchBrowser({ audioFile: SPEECH_WAV });
-  const { context, page, consoleLines } = await openPage(browser, statics.origin + '/');
-  await page.exposeFunction('veRouteAnswer', async (sdp) => {
-    const ports = [...new Set([...sdp.matchAll(/a=candidate:\S+ \d+ udp \d+ 127\.0\.0\.1 (\d+) typ host/gi)].map((m) => m[1]))];
-    if (ports.length !== 1) throw new Error(`expected one 127.0.0.1 host candidate port in the aiortc answer, got [${ports}]`);
-    await setDelayTarget(aiortc.control, `127.0.0.1:${ports[0]}`);
-    return sdp.replace(new RegExp(` 127\\.0\\.0\\.1 ${ports[0]} typ host`, 'g'), ` 127.0.0.1 ${aiortc.udp} typ host`);
-  });
-  await page.evaluate(() => window.openMic());
+  for (const name of browserNames) {
+    let b;
+    if (name === 'chromium') {
+      browser = await launchBrowser({ audioFile: SPEECH_WAV });
+      b = { name, browser, version: `Chromium ${browser.version()}`, ...(await openPage(browser, statics.origin + '/')), targets };
+      await b.page.exposeFunction('veRouteAnswer', async (sdp) => {
+        const ports = [...new Set([...sdp.matchAll(/a=candidate:\S+ \d+ udp \d+ 127\.0\.0\.1 (\d+) typ host/gi)].map((m) => m[1]))];
+        if (ports.length !== 1) throw new Error(`expected one 127.0.0.1 host candidate port in the aiortc answer, got [${ports}]`);
+        await setDelayTarget(aiortc.control, `127.0.0.1:${ports[0]}`);
+        return sdp.replace(new RegExp(` 127\\.0\\.0\\.1 ${ports[0]} typ host`, 'g'), ` 127.0.0.1 ${aiortc.udp} typ host`);
+      });
+    } else {
+      // aiortc's answers name a loopback port, which Firefox never pairs: voice-edge targets only.
+      const ff = await launchFirefox();
+      b = { name, browser: ff, version: `Firefox ${await ff.version()}`, ...(await openFirefoxPage(ff, statics.origin + '/')), targets: targets.filter((t) => !t.route) };
+    }
+    await b.page.evaluate(() => window.openMic());
+    browsers.push(b);
+  }
 
-  const perRttBudgetS = Math.ceil(((calls + warmup) * targets.length * (callTimeoutMs + gapMs + 5000)) / 1000) + 60;
+  const perRttBudgetS = Math.ceil(((calls + warmup) * targets.length * browsers.length * (callTimeoutMs + gapMs + 5000)) / 1000) + 60;
   for (const rtt of rtts) {
     const args = [path.join(here, 'delay.py'), '--rtt-ms', String(rtt), '--jitter-ms', String(jitterMs),
       '--max-seconds', String(perRttBudgetS)];
-    for (const v of ves) args.push('--udp', `127.0.0.1:${v.delayUdp}=127.0.0.1:${v.relayUdp}`);
+    for (const v of ves) args.push('--udp', `${mediaHost}:${v.delayUdp}=${mediaHost}:${v.relayUdp}`);
     if (aiortc) args.push('--udp', `127.0.0.1:${aiortc.udp}=dynamic`, '--control', `127.0.0.1:${aiortc.control}`);
     if (values['trace-dir']) args.push('--trace', path.join(values['trace-dir'], `delay-rtt${rtt}.txt`));
     for (const v of ves) if (v.front) args.push('--tcp', `127.0.0.1:${v.front}=127.0.0.1:${v.http}`);
@@ -368,6 +396,8 @@ try {
     delay = startChild(`delay.py (RTT ${rtt} ms)`, 'python3', args);
     await waitFor(delay, async () => delay.lines.some((l) => l.startsWith('delay ready')), 'ready line', 10_000);
 
+    for (const b of browsers) {
+    const { page, targets } = b;
     const results = Object.fromEntries(targets.map((t) => [t.name, []]));
     for (let round = -warmup; round < calls; round++) {
       const k = ((round % targets.length) + targets.length) % targets.length;
@@ -376,9 +406,9 @@ try {
           page.evaluate((a) => window.placeCall(a), { base: tgt.base, model: values.model, timeoutMs: callTimeoutMs, route: tgt.route, expectSession: tgt.expectSession }),
           sleep(callTimeoutMs + 10_000 + 4 * rtt).then(() => ({ t: {}, events: [], error: 'page did not return' })),
         ]);
-        Object.assign(r, { target: tgt.name, rtt, round: round + 1, warmup: round < 0 });
+        Object.assign(r, { browser: b.name, target: tgt.name, rtt, round: round + 1, warmup: round < 0 });
         const t = r.t;
-        process.stderr.write(`RTT ${rtt} ${round < 0 ? 'warm-up' : `call ${round + 1}/${calls}`} ${tgt.name.padEnd(10)} ` +
+        process.stderr.write(`RTT ${rtt} ${b.name} ${round < 0 ? 'warm-up' : `call ${round + 1}/${calls}`} ${tgt.name.padEnd(10)} ` +
           `POST→answer ${fmt(t.answer)}  from answer set: ice ${fmt(since(t, 'ice'))} dtls ${fmt(since(t, 'dtls'))} ` +
           `dc ${fmt(since(t, 'dcOpen'))} session ${fmt(since(t, 'session'))} audio ${fmt(since(t, 'audio'))} ` +
           `unmute ${fmt(since(t, 'unmute'))} ms (remote ${r.remote}, ${r.statsPolls} polls)` + (r.error ? ` ERROR ${r.error}` : '') + '\n');
@@ -387,27 +417,31 @@ try {
         await sleep(gapMs);
       }
     }
-    await delay.stop();
-    process.stderr.write(`${delay.lines.filter((l) => l.startsWith('delay done')).join('')}\n`);
-    delay = null;
     for (const tgt of targets) {
       const rs = results[tgt.name];
       const connected = rs.filter((r) => r.t.dtls != null).length;
       const failed = rs.filter((r) => r.error).length;
       const cells = PHASES.map(([name, f]) => (name === 'session.created' && !tgt.expectSession ? 'n/a' : cell(median(rs.map((r) => f(r.t))), rtt)));
-      rows.push(`| ${tgt.name} | ${rtt} ms | ${rs.length} | ${connected} | ${failed} | ${cell(median(rs.map((r) => r.t.answer)), rtt)} | ${cells.join(' | ')} |`);
-      if (failed) exitCode = 1;
+      rows.push(`| ${b.name} | ${tgt.name} | ${rtt} ms | ${rs.length} | ${connected} | ${failed} | ${cell(median(rs.map((r) => r.t.answer)), rtt)} | ${cells.join(' | ')} |`);
+      if (failed) {
+        exitCode = 1;
+        console.error(`${b.name}: some calls failed; browser console:\n${b.consoleLines.slice(-30).join('\n')}`);
+      }
     }
+    }
+    await delay.stop();
+    process.stderr.write(`${delay.lines.filter((l) => l.startsWith('delay done')).join('')}\n`);
+    delay = null;
   }
 
   const cpus = os.cpus();
-  console.log(`## Connection setup over a delayed loopback, medians (headless Chromium ${browser.version()}, ${version}, ` +
+  console.log(`## Connection setup over a delayed network, medians (headless ${browsers.map((b) => b.version).join(' and ')}; media via ${mediaHost}; ${version}, ` +
     `${calls} call(s) per target and RTT after ${warmup} warm-up; jitter ${jitterMs} ms; signaling HTTP ${values['http-delay'] ? 'delayed too' : 'not delayed'}; ` +
     `${cpus.length} CPU(s); ${new Date().toISOString()})`);
   console.log('');
   console.log('Phases in ms from setRemoteDescription(answer) resolved, and in RTTs; POST→answer from the offer POST.');
   console.log('');
-  const head = ['target', 'RTT', 'calls offered', 'connected', 'failed', 'POST→answer', ...PHASES.map(([n]) => n)];
+  const head = ['browser', 'target', 'RTT', 'calls offered', 'connected', 'failed', 'POST→answer', ...PHASES.map(([n]) => n)];
   console.log(`| ${head.join(' | ')} |`);
   console.log(`|${head.map(() => '---').join('|')}|`);
   for (const row of rows) console.log(row);
@@ -417,14 +451,13 @@ try {
     fs.writeFileSync(values.json, JSON.stringify({ rtts, calls, warmup, jitterMs, httpDelay: values['http-delay'], version, calls_: allCalls }, null, 2));
     console.log(`Every call as JSON: ${values.json}`);
   }
-  if (exitCode) console.error(`some calls failed; browser console:\n${consoleLines.slice(-30).join('\n')}`);
-  await context.close().catch(() => {});
+  for (const b of browsers) await b.context.close().catch(() => {});
 } catch (e) {
   console.error(e && e.stack ? e.stack : String(e));
   for (const s of servers) console.error(`--- ${s.name} log tail:\n${s.tail()}`);
   exitCode = 1;
 } finally {
-  if (browser) await browser.close().catch(() => {});
+  for (const b of browsers) await b.browser.close().catch(() => {});
   if (statics) await statics.close().catch(() => {});
   if (delay) await delay.stop();
   for (const s of servers.reverse()) await s.stop();

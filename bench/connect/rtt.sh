@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Connection setup on a delayed network, in round trips: headless Chromium → voice-edge (relay) through
-# delay.py at several RTTs, and the same against aiortc as a second row.
+# Connection setup on a delayed network, in round trips: headless Chromium (and Firefox) → voice-edge
+# (relay) through delay.py at several RTTs, and Chromium against aiortc as another row.
 #
 #   bash bench/connect/rtt.sh [--rtts 25,50,100] [--calls 5] [--no-aiortc] [other args → rtt.mjs,
 #                             e.g. --http-delay --jitter-ms 5 --warmup 1 --json /tmp/rtt.json]
 #   VOICE_EDGE_BIN_BEFORE=/tmp/old-voice-edge bash bench/connect/rtt.sh   # + that build as a third target
+#   bash bench/connect/rtt.sh --browsers chromium,firefox  # Firefox too (media on the primary address)
 #
 # Installs what it needs (apt chromium if missing, the tests/e2e node_modules if missing, aiortc + aiohttp
 # into bench/connect/.venv unless --no-aiortc), copies the voice-edge binary ($VOICE_EDGE_BIN, or
