@@ -183,17 +183,23 @@ impl RelaySlot {
             .unwrap_or_default()
     }
 
-    /// The new relay's sockets are bound before the old relay stops (SO_REUSEPORT lets both
-    /// hold the ports for that moment), so no one can take the ports in between, and a bind
-    /// that fails leaves the old relay serving instead of no relay at all.
+    /// A new relay, with no memory of the old one's flows, takes over the addresses: its
+    /// sockets join the old ones' (SO_REUSEPORT), it starts, and only then does the old relay
+    /// stop. So no one can take the ports in between, a bind that fails leaves the old relay
+    /// serving, and media keeps moving through the switch: the old relay forwards what still
+    /// reaches its sockets while the new one recovers each flow (cache, held datagram, the
+    /// transceivers' replies), and the transceivers' replies go to the new relay's in-memory
+    /// queues from the moment it registers them. Stopping first lost every reply sent in
+    /// between, and every client datagram until the new relay ran.
     pub fn restart(&self) -> anyhow::Result<()> {
         let mut slot = self.handle.lock().unwrap();
         let sockets = relay::RelaySockets::bind(self.cfg.listen, self.cfg.link, self.cfg.workers)
             .map_err(|e| e.context("restart-relay: the old relay keeps serving"))?;
-        if let Some(h) = slot.take() {
-            h.stop();
+        let new = relay::spawn_bound(self.cfg.clone(), sockets)
+            .map_err(|e| e.context("restart-relay: the old relay keeps serving"))?;
+        if let Some(old) = slot.replace(new) {
+            old.stop();
         }
-        *slot = Some(relay::spawn_bound(self.cfg.clone(), sockets)?);
         Ok(())
     }
 

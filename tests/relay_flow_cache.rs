@@ -244,3 +244,86 @@ async fn the_embedded_redis_listens_on_loopback_only() {
     }
     server.shutdown().await;
 }
+
+/// After a restart, a call's next datagram is not a STUN check: the new relay asks the cache
+/// for its flow, holds that datagram meanwhile and forwards it when the cache answers, so the
+/// packet that asked is not lost; a released flow is gone from the cache too.
+#[test]
+fn a_restarted_relay_forwards_the_datagram_that_asked_the_cache() {
+    let redis = RedisServer::start();
+    let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
+    sink.set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let keys = RouteKeys::from_hex(0, &"42".repeat(32)).unwrap();
+    let cfg = || {
+        let mut cfg = RelayConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            ClusterMembers::new(2).with(5, sink.local_addr().unwrap()),
+            keys.clone(),
+        );
+        cfg.cache = Some(FlowCacheConfig {
+            redis: format!("redis://{}", redis.addr),
+            ttl: Duration::from_secs(60),
+        });
+        // Only the cache can bring the flow back here.
+        cfg.learn_outbound = false;
+        cfg
+    };
+    let before = relay::spawn(cfg()).unwrap();
+    let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+    client
+        .send_to(
+            &binding_request(&format!("{}:abcd", ufrag::mint(&keys, 2, 5, 0))),
+            before.public_addr,
+        )
+        .unwrap();
+    let mut buf = [0u8; 2048];
+    sink.recv_from(&mut buf)
+        .expect("the check was not forwarded");
+    let key = flow_key("c2", client.local_addr().unwrap());
+    assert!(wait_for(redis.addr, &key, Duration::from_secs(5)).is_some());
+    before.stop();
+
+    let after = relay::spawn(cfg()).unwrap();
+    client
+        .send_to(b"\x80media-after-restart", after.public_addr)
+        .unwrap();
+    let (n, _) = sink
+        .recv_from(&mut buf)
+        .expect("the datagram that asked the cache was lost");
+    assert_eq!(
+        &buf[voice_edge::routing::link::LINK_HEADER_LEN..n],
+        b"\x80media-after-restart"
+    );
+    // The counter moves just after the send.
+    std::thread::sleep(Duration::from_millis(50));
+    let c = after.counters();
+    assert_eq!(
+        (
+            c.cache_lookups,
+            c.flows_recovered_cache,
+            c.held_then_forwarded
+        ),
+        (1, 1, 1),
+        "{c:?}"
+    );
+
+    // The owner releases the client: the cache forgets it as well.
+    let mut release = vec![0u8; voice_edge::routing::link::LINK_HEADER_LEN];
+    voice_edge::routing::link::LinkHeader {
+        ingress: 0,
+        client: client.local_addr().unwrap(),
+    }
+    .write(&mut release);
+    sink.send_to(&release, after.link_addr).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while get(redis.addr, &key).is_some() {
+        assert!(
+            Instant::now() < deadline,
+            "the released flow stayed in the cache"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(after.counters().flows_released, 1);
+    after.stop();
+}

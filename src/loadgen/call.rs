@@ -99,6 +99,10 @@ pub struct Record {
     pub ice_connected: Option<Instant>,
     pub dtls_connected: Option<Instant>,
     pub first_echo: Option<Instant>,
+    pub last_echo: Option<Instant>,
+    /// The longest silence between two echoes this call heard: a relay restart or a stall shows
+    /// here per call, where loss and RTT averages hide it.
+    pub max_echo_gap: Option<std::time::Duration>,
     pub channel_open: Option<Instant>,
     pub session_updated: bool,
     pub events_in: u32,
@@ -487,6 +491,10 @@ impl Live {
             rec.counted_received += 1;
         }
         rec.first_echo.get_or_insert(now);
+        if let Some(last) = rec.last_echo.replace(now) {
+            let gap = now.saturating_duration_since(last);
+            rec.max_echo_gap = Some(rec.max_echo_gap.map_or(gap, |g| g.max(gap)));
+        }
         let now_us = now.duration_since(ctx.epoch).as_micros() as u64;
         rtt.record_us(now_us.saturating_sub(sent_us));
     }

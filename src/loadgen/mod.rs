@@ -422,6 +422,7 @@ fn summarize(
     };
     let (mut answer, mut ice, mut dtls, mut echo) = (vec![], vec![], vec![], vec![]);
     let mut refusal = vec![];
+    let mut gaps = vec![];
     let mut reasons: HashMap<String, usize> = HashMap::new();
     for w in results {
         rtt.merge(&w.rtt);
@@ -435,6 +436,7 @@ fn summarize(
             ice.extend(rec.ms_after_post(rec.ice_connected));
             dtls.extend(rec.ms_after_post(rec.dtls_connected));
             echo.extend(rec.ms_after_post(rec.first_echo));
+            gaps.extend(rec.max_echo_gap.map(|g| g.as_secs_f64() * 1000.0));
             if rec.dtls_connected.is_some() {
                 r.connected += 1;
             }
@@ -464,6 +466,7 @@ fn summarize(
     r.dtls_ms = Percentiles::of(dtls);
     r.first_echo_ms = Percentiles::of(echo);
     r.rtt_ms = Percentiles::of_histogram(&rtt);
+    r.echo_gap_ms = Percentiles::of(gaps);
     r.loss_percent = if r.counted_sent > 0 {
         (r.counted_sent - r.counted_received.min(r.counted_sent)) as f64 * 100.0
             / r.counted_sent as f64

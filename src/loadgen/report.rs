@@ -109,6 +109,8 @@ pub struct Report {
     pub dtls_ms: Percentiles,
     pub first_echo_ms: Percentiles,
     pub rtt_ms: Percentiles,
+    /// Each call's longest silence between two echoes (20 ms when nothing was lost).
+    pub echo_gap_ms: Percentiles,
     pub packets_sent: u64,
     pub packets_received: u64,
     /// Packets sent more than the grace before the end, and how many of them came back.
@@ -168,6 +170,7 @@ impl Report {
             ("offer posted → DTLS connected", &self.dtls_ms),
             ("offer posted → first echoed packet", &self.first_echo_ms),
             ("echo RTT", &self.rtt_ms),
+            ("longest echo gap per call", &self.echo_gap_ms),
         ] {
             let _ = writeln!(
                 s,

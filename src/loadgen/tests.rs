@@ -50,6 +50,16 @@ fn ten_calls_for_three_seconds_through_the_relay() {
         assert_eq!(p.n, 10, "{name}: {p:?}");
     }
     assert!(report.rtt_ms.is_populated(), "{:?}", report.rtt_ms);
+    // Every call heard its echoes at the 20 ms pace; its longest silence is a few frames at most.
+    assert_eq!(report.echo_gap_ms.n, 10, "{:?}", report.echo_gap_ms);
+    assert!(
+        report
+            .echo_gap_ms
+            .p50
+            .is_some_and(|g| (10.0..200.0).contains(&g)),
+        "{:?}",
+        report.echo_gap_ms
+    );
     assert!(
         report.counted_sent >= 10 * 40,
         "too few packets counted: {}",

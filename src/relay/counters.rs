@@ -45,6 +45,9 @@ counters! {
     flows_recovered_cache,
     /// Flows learned from a transceiver's outbound packets after a restart.
     flows_learned_outbound,
+    /// Datagrams from unknown sources held while the cache was asked for their flow, then
+    /// forwarded when it answered (after a restart, the packet that asked is not lost).
+    held_then_forwarded,
     /// Flows removed after idling.
     flows_expired,
     /// Flows their owner gave up (its call ended, or it no longer knows the client), so the

@@ -305,6 +305,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
                 relay: cfg.clone(),
                 shared: shared.clone(),
                 counters: cache_counters.clone(),
+                wakers: wakers.clone(),
             }
             .spawn()?;
             (Some(tx), Some(t))

@@ -31,6 +31,8 @@ const MAX_BATCHES_PER_TURN: usize = 8;
 /// One cache lookup per unknown source per this long (the negative cache).
 const LOOKUP_BACKOFF: Duration = Duration::from_secs(1);
 const MAX_PENDING_LOOKUPS: usize = 4096;
+/// Datagrams held while their source's flow is looked up: one (the latest) per source.
+const MAX_HELD: usize = 1024;
 
 pub(super) struct WorkerParts {
     pub index: u32,
@@ -68,6 +70,9 @@ pub(super) struct Worker {
     shared: Arc<SharedFlows>,
     cache: Option<super::flow_cache::CacheSender>,
     lookups: HashMap<SocketAddr, Instant>,
+    /// The latest datagram of each source being looked up, with room for the link header in
+    /// front: forwarded when the flow is found, dropped with the lookup's backoff.
+    held: HashMap<SocketAddr, (Instant, Vec<u8>)>,
     counters: Arc<Counters>,
     stop: Arc<AtomicBool>,
     sleeper: Sleeper,
@@ -99,6 +104,7 @@ impl Worker {
             shared: p.shared,
             cache: p.cache,
             lookups: HashMap::with_capacity(MAX_PENDING_LOOKUPS),
+            held: HashMap::new(),
             counters: p.counters,
             stop: p.stop,
             sleeper: p.sleeper,
@@ -141,6 +147,9 @@ impl Worker {
             }
             self.sleeper.wait(Some(TICK));
             self.apply_releases();
+            if !self.held.is_empty() {
+                self.forward_held(Instant::now());
+            }
             // A waker says only that something was queued or the relay is stopping.
             self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
             if self.sleeper.is_ready(PUBLIC) {
@@ -210,6 +219,7 @@ impl Worker {
         }
         let n = b.len(i);
         let Some(owner) = self.route(client, b.received(i), now) else {
+            self.hold(client, b.received(i), now);
             return;
         };
         let slot = b.slot_mut(i);
@@ -477,6 +487,55 @@ impl Worker {
             Counters::inc(&c.dropped_not_stun);
         }
         None
+    }
+
+    /// Keeps `pkt` if its source's flow is being looked up in the cache (after a restart, the
+    /// datagram that asked), replacing the one kept before.
+    #[cold]
+    fn hold(&mut self, client: SocketAddr, pkt: &[u8], now: Instant) {
+        if !self.lookups.contains_key(&client)
+            || (self.held.len() >= MAX_HELD && !self.held.contains_key(&client))
+        {
+            return;
+        }
+        let mut buf = Vec::with_capacity(LINK_HEADER_LEN + pkt.len());
+        buf.resize(LINK_HEADER_LEN, 0);
+        buf.extend_from_slice(pkt);
+        self.held.insert(client, (now, buf));
+    }
+
+    /// Forwards each held datagram whose flow the cache has found by now; drops those whose
+    /// lookup found nothing within its backoff.
+    #[cold]
+    fn forward_held(&mut self, now: Instant) {
+        let held = std::mem::take(&mut self.held);
+        for (client, (at, mut buf)) in held {
+            let Some(f) = self.shared.get(&client) else {
+                if now.duration_since(at) < LOOKUP_BACKOFF {
+                    self.held.insert(client, (at, buf));
+                }
+                continue;
+            };
+            if self.flows.insert(client, f.owner, f.hop, now) == Insert::Full {
+                Counters::inc(&self.counters.dropped_table_full);
+                continue;
+            }
+            LinkHeader {
+                ingress: self.index,
+                client,
+            }
+            .write(&mut buf[..LINK_HEADER_LEN]);
+            let sent = match self.local.deliver(f.owner, client, self.cfg.link, &[&buf]) {
+                Some(ok) => ok,
+                None => self.link.send_to(&buf, f.owner).is_ok(),
+            };
+            if sent {
+                Counters::inc(&self.counters.held_then_forwarded);
+            } else {
+                Counters::inc(&self.counters.send_errors);
+            }
+        }
+        self.local.wake_all();
     }
 
     /// A transceiver sends audio every 20 ms; after a restart that re-creates the flow before
