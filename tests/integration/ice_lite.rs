@@ -27,10 +27,19 @@ fn sdp_attr<'a>(sdp: &'a str, name: &str) -> &'a str {
 /// PRIORITY, ICE-CONTROLLING, MESSAGE-INTEGRITY (the server's password), FINGERPRINT, and no
 /// USE-CANDIDATE.
 fn plain_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
+    check(server_ufrag, server_pwd, false)
+}
+
+/// The same check with USE-CANDIDATE, as the browser nominates.
+fn nominating_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
+    check(server_ufrag, server_pwd, true)
+}
+
+fn check(server_ufrag: &str, server_pwd: &str, nominate: bool) -> (Vec<u8>, [u8; 12]) {
     let provider = rtc::crypto::default_provider().unwrap();
     let mut m = Message::new();
     let txid = TransactionId::new();
-    m.build(&[
+    let mut attrs: Vec<Box<dyn rtc::stun::message::Setter>> = vec![
         Box::new(BINDING_REQUEST),
         Box::new(txid),
         Box::new(Username::new(
@@ -39,13 +48,20 @@ fn plain_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
         )),
         Box::new(rtc::ice::attributes::priority::PriorityAttr(2_130_706_431)),
         Box::new(rtc::ice::attributes::control::AttrControlling(42)),
-        Box::new(MessageIntegrity::new_short_term_integrity_with_provider(
+    ];
+    if nominate {
+        attrs.push(Box::new(
+            rtc::ice::attributes::use_candidate::UseCandidateAttr,
+        ));
+    }
+    attrs.push(Box::new(
+        MessageIntegrity::new_short_term_integrity_with_provider(
             server_pwd.to_owned(),
             provider.crypto(),
-        )),
-        Box::new(FINGERPRINT),
-    ])
-    .unwrap();
+        ),
+    ));
+    attrs.push(Box::new(FINGERPRINT));
+    m.build(&attrs).unwrap();
     (m.raw.clone(), txid.0)
 }
 
@@ -127,29 +143,4 @@ async fn the_first_plain_check_selects_the_pair_without_waiting_for_nomination()
     m.decode().unwrap();
     assert_eq!((m.typ, m.transaction_id.0), (BINDING_SUCCESS, txid));
     server.shutdown().await;
-}
-
-/// The same check with USE-CANDIDATE, as the browser nominates.
-fn nominating_check(server_ufrag: &str, server_pwd: &str) -> (Vec<u8>, [u8; 12]) {
-    let provider = rtc::crypto::default_provider().unwrap();
-    let mut m = Message::new();
-    let txid = TransactionId::new();
-    m.build(&[
-        Box::new(BINDING_REQUEST),
-        Box::new(txid),
-        Box::new(Username::new(
-            ATTR_USERNAME,
-            format!("{server_ufrag}:{CLIENT_UFRAG}"),
-        )),
-        Box::new(rtc::ice::attributes::priority::PriorityAttr(2_130_706_431)),
-        Box::new(rtc::ice::attributes::control::AttrControlling(42)),
-        Box::new(rtc::ice::attributes::use_candidate::UseCandidateAttr),
-        Box::new(MessageIntegrity::new_short_term_integrity_with_provider(
-            server_pwd.to_owned(),
-            provider.crypto(),
-        )),
-        Box::new(FINGERPRINT),
-    ])
-    .unwrap();
-    (m.raw.clone(), txid.0)
 }
