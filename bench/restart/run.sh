@@ -57,7 +57,8 @@ row() {
   STARTED+=("$pid")
   for _ in $(seq 50); do curl -sf "http://127.0.0.1:$http/admin/stats" >/dev/null && break; sleep 0.1; done
   out="$OUT_DIR/loadgen-$name.md"
-  timeout $(( RAMP_S + HOLD + 60 )) "$OUT_DIR/voice-edge-$name" loadgen --url "http://127.0.0.1:$http" \
+  # The load generator is always this build's (an older one may not report echo gaps).
+  timeout $(( RAMP_S + HOLD + 60 )) "$OUT_DIR/loadgen" loadgen --url "http://127.0.0.1:$http" \
     --sessions "$SESSIONS" --ramp "$RAMP" --duration "$HOLD" --setup-timeout 10 --server-pid "$pid" \
     >"$out" 2>"$OUT_DIR/loadgen-$name.err" &
   lg=$!
@@ -92,6 +93,7 @@ print(" ".join(f"{k}={c.get(k, 0)}" for k in ("flows_recovered_cache", "flows_le
 }
 
 rm -f "$OUT_DIR/rows.md"
+cp "$BIN" "$OUT_DIR/loadgen"
 row this "$BIN"
 [[ -n "${VOICE_EDGE_BIN_BEFORE:-}" ]] && row before "$VOICE_EDGE_BIN_BEFORE"
 
