@@ -48,6 +48,8 @@ const { values } = parseArgs({
     // loopback mapped address, so with it in the list the relay and the delay stage both use this
     // machine's primary address (and the answers name the stage there).
     browsers: { type: 'string', default: 'chromium' },
+    // The project's own client (`voice-edge loadgen`, the rtc stack) as one more row per build.
+    'no-own-client': { type: 'boolean', default: false },
     rtt: { type: 'string', default: '50' },
     calls: { type: 'string', default: '5' },
     warmup: { type: 'string', default: '1' },
@@ -316,6 +318,42 @@ const PHASES = [
 ];
 const cell = (ms, rtt) => (ms == null ? '-' : `${fmt(ms)} (${(ms / rtt).toFixed(1)} RTT)`);
 
+// --- the project's own client ----------------------------------------------------------------------------------
+/**
+ * `calls` calls from `voice-edge loadgen` (this build's, the rtc stack as a client) to build `v` through the delay
+ * stage: its report's medians from the offer POST, turned into phases from the answer like the browsers' rows.
+ * It has no session.created timing (it does not wait for one) and counts its first echoed packet as first audio.
+ */
+async function ownClientRow(v, rtt) {
+  const args = ['loadgen', '--url', `http://127.0.0.1:${v.front ?? v.http}`, '--sessions', String(calls), '--ramp', '2',
+    '--duration', '2', '--setup-timeout', '10', '--workers', '1', '--model', values.model];
+  const out = await new Promise((resolve) => {
+    const c = spawn(values.bin, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    children.add(c);
+    let text = '';
+    c.stdout.on('data', (d) => (text += d));
+    const timer = setTimeout(() => c.kill('SIGKILL'), (calls / 2 + 30) * 1000);
+    c.on('exit', () => { clearTimeout(timer); children.delete(c); resolve(text); });
+  });
+  const p50 = (name) => {
+    const line = out.split('\n').find((l) => l.startsWith(`| ${name} |`));
+    const x = line ? Number.parseFloat(line.split('|')[2]) : NaN;
+    return Number.isFinite(x) ? x : null;
+  };
+  const answer = p50('offer posted → answer received');
+  const from = (name) => { const x = p50(name); return x == null || answer == null ? null : x - answer; };
+  const m = /sessions connected \(DTLS\) \/ failed \| (\d+) \/ (\d+) of (\d+)/.exec(out);
+  const [connected, failed, offered] = m ? [m[1], Number(m[2]), m[3]] : ['0', calls, String(calls)];
+  const cells = [from('offer posted → ICE connected'), from('offer posted → DTLS connected'),
+    from('offer posted → oai-events open')].map((x) => cell(x, rtt));
+  const echo = cell(from('offer posted → first echoed packet'), rtt);
+  process.stderr.write(`RTT ${rtt} loadgen → ${v.name}: ${m ? m[0] : 'no report'}\n`);
+  return {
+    failed: failed > 0 || !m,
+    line: `| voice-edge loadgen | ${v.name} | ${rtt} ms | ${offered} | ${connected} | ${failed} | ${cell(answer, rtt)} | ${cells.join(' | ')} | n/a | ${echo} | n/a |`,
+  };
+}
+
 // --- run -------------------------------------------------------------------------------------------------------
 let exitCode = 0;
 let browser = null;
@@ -428,6 +466,13 @@ try {
         console.error(`${b.name}: some calls failed; browser console:\n${b.consoleLines.slice(-30).join('\n')}`);
       }
     }
+    }
+    if (!values['no-own-client']) {
+      for (const v of ves) {
+        const row = await ownClientRow(v, rtt);
+        rows.push(row.line);
+        if (row.failed) exitCode = 1;
+      }
     }
     await delay.stop();
     process.stderr.write(`${delay.lines.filter((l) => l.startsWith('delay done')).join('')}\n`);

@@ -421,6 +421,7 @@ fn summarize(
         ..Default::default()
     };
     let (mut answer, mut ice, mut dtls, mut echo) = (vec![], vec![], vec![], vec![]);
+    let mut channel = vec![];
     let mut refusal = vec![];
     let mut gaps = vec![];
     let mut reasons: HashMap<String, usize> = HashMap::new();
@@ -436,6 +437,7 @@ fn summarize(
             ice.extend(rec.ms_after_post(rec.ice_connected));
             dtls.extend(rec.ms_after_post(rec.dtls_connected));
             echo.extend(rec.ms_after_post(rec.first_echo));
+            channel.extend(rec.ms_after_post(rec.channel_open));
             gaps.extend(rec.max_echo_gap.map(|g| g.as_secs_f64() * 1000.0));
             if rec.dtls_connected.is_some() {
                 r.connected += 1;
@@ -465,6 +467,7 @@ fn summarize(
     r.ice_ms = Percentiles::of(ice);
     r.dtls_ms = Percentiles::of(dtls);
     r.first_echo_ms = Percentiles::of(echo);
+    r.channel_open_ms = Percentiles::of(channel);
     r.rtt_ms = Percentiles::of_histogram(&rtt);
     r.echo_gap_ms = Percentiles::of(gaps);
     r.loss_percent = if r.counted_sent > 0 {

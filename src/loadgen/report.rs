@@ -108,6 +108,7 @@ pub struct Report {
     pub ice_ms: Percentiles,
     pub dtls_ms: Percentiles,
     pub first_echo_ms: Percentiles,
+    pub channel_open_ms: Percentiles,
     pub rtt_ms: Percentiles,
     /// Each call's longest silence between two echoes (20 ms when nothing was lost).
     pub echo_gap_ms: Percentiles,
@@ -169,6 +170,7 @@ impl Report {
             ("offer posted → ICE connected", &self.ice_ms),
             ("offer posted → DTLS connected", &self.dtls_ms),
             ("offer posted → first echoed packet", &self.first_echo_ms),
+            ("offer posted → oai-events open", &self.channel_open_ms),
             ("echo RTT", &self.rtt_ms),
             ("longest echo gap per call", &self.echo_gap_ms),
         ] {

@@ -45,6 +45,7 @@ fn ten_calls_for_three_seconds_through_the_relay() {
         ("ICE", &report.ice_ms),
         ("DTLS", &report.dtls_ms),
         ("first echo", &report.first_echo_ms),
+        ("channel open", &report.channel_open_ms),
     ] {
         assert!(p.is_populated(), "{name} column empty: {p:?}");
         assert_eq!(p.n, 10, "{name}: {p:?}");
