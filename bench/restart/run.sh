@@ -76,7 +76,7 @@ import json, sys
 s = json.load(sys.stdin)
 relays = s.get("relays") or []
 c = (relays[0] if relays else {}).get("counters", {})
-print(" ".join(f"{k}={c.get(k, 0)}" for k in ("flows_recovered_cache", "flows_learned_outbound", "dropped_not_stun", "cache_lookups")))
+print(" ".join(f"{k}={c.get(k, 0)}" for k in ("flows_recovered_cache", "flows_learned_outbound", "held_then_forwarded", "dropped_not_stun", "cache_lookups", "send_errors", "forwarded_in")))
 ' 2>/dev/null || echo "(no counters)")
   kill -INT "$pid" 2>/dev/null || true
   wait "$pid" 2>/dev/null || true

@@ -45,8 +45,6 @@ const MAX_BACKLOG: usize = 100_000;
 const RETRY: Duration = Duration::from_millis(500);
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(300);
 const IO_TIMEOUT: Duration = Duration::from_secs(1);
-/// Requests taken off the queue at once (their lookups share one round trip).
-const MAX_BATCH: usize = 1024;
 
 /// The key scope keeps tiers apart: a global relay stores cluster ids, a cluster relay stores
 /// transceiver ids, for the same client address.
@@ -137,102 +135,79 @@ impl CacheThread {
                     conn = None;
                 }
             }
-            // Right after a restart every live call's next packet asks at once: one pipelined
-            // round trip for all the lookups queued, not one each (1,000 calls waited ~1,000
-            // round trips for the last of them, dropping packets all the while).
-            let mut batch: Vec<CacheRequest> = req.into_iter().collect();
-            while batch.len() < MAX_BATCH {
-                match rx.try_recv() {
-                    Ok(r) => batch.push(r),
-                    Err(_) => break,
-                }
-            }
-            let lookups: Vec<SocketAddr> = batch
-                .iter()
-                .filter_map(|r| match r {
-                    CacheRequest::Lookup { client } => Some(*client),
-                    _ => None,
-                })
-                .collect();
-            if !lookups.is_empty()
-                && let Some(c) = conn.as_mut()
-                && self.lookup(c, &lookups).is_err()
-            {
-                conn = None;
-            }
-            for req in batch {
-                match req {
-                    CacheRequest::Write {
-                        client: addr,
-                        hop,
-                        owner,
-                    } => {
-                        let value = self.encode(hop, owner);
-                        let written = conn.as_mut().map(|c| self.write(c, addr, &value));
-                        if let Some(Err(e)) = &written {
-                            self.log_failure(e, &mut last_error);
-                        }
-                        if matches!(written, Some(Ok(()))) {
-                            Counters::inc(&self.counters.cache_writes);
-                        } else {
-                            conn = None;
-                            Counters::inc(&self.counters.cache_write_errors);
-                            if backlog.len() < MAX_BACKLOG {
-                                backlog.insert(addr, value);
-                            }
+            let Some(req) = req else { continue };
+            match req {
+                CacheRequest::Write {
+                    client: addr,
+                    hop,
+                    owner,
+                } => {
+                    let value = self.encode(hop, owner);
+                    let written = conn.as_mut().map(|c| self.write(c, addr, &value));
+                    if let Some(Err(e)) = &written {
+                        self.log_failure(e, &mut last_error);
+                    }
+                    if matches!(written, Some(Ok(()))) {
+                        Counters::inc(&self.counters.cache_writes);
+                    } else {
+                        conn = None;
+                        Counters::inc(&self.counters.cache_write_errors);
+                        if backlog.len() < MAX_BACKLOG {
+                            backlog.insert(addr, value);
                         }
                     }
-                    CacheRequest::Lookup { .. } => {} // answered above, all at once
-                    CacheRequest::Forget {
-                        client: addr,
-                        owner,
-                    } => {
-                        if backlog
-                            .get(&addr)
-                            .and_then(|v| self.decode(v))
-                            .is_some_and(|(_, o)| o == owner)
-                        {
-                            backlog.remove(&addr);
-                        }
-                        let Some(c) = conn.as_mut() else { continue };
-                        let key = flow_key(&self.scope, addr);
-                        let r: redis::RedisResult<Option<String>> =
-                            redis::cmd("GET").arg(&key).query(c);
-                        match r {
-                            Ok(Some(v)) if self.decode(&v).is_some_and(|(_, o)| o == owner) => {
-                                let r: redis::RedisResult<()> =
-                                    redis::cmd("DEL").arg(&key).query(c);
-                                if r.is_err() {
-                                    conn = None;
-                                }
+                }
+                CacheRequest::Lookup { client: addr } => {
+                    if let Some(c) = conn.as_mut()
+                        && self.lookup(c, addr).is_err()
+                    {
+                        conn = None;
+                    }
+                }
+                CacheRequest::Forget {
+                    client: addr,
+                    owner,
+                } => {
+                    if backlog
+                        .get(&addr)
+                        .and_then(|v| self.decode(v))
+                        .is_some_and(|(_, o)| o == owner)
+                    {
+                        backlog.remove(&addr);
+                    }
+                    let Some(c) = conn.as_mut() else { continue };
+                    let key = flow_key(&self.scope, addr);
+                    let r: redis::RedisResult<Option<String>> =
+                        redis::cmd("GET").arg(&key).query(c);
+                    match r {
+                        Ok(Some(v)) if self.decode(&v).is_some_and(|(_, o)| o == owner) => {
+                            let r: redis::RedisResult<()> = redis::cmd("DEL").arg(&key).query(c);
+                            if r.is_err() {
+                                conn = None;
                             }
-                            Ok(_) => {}
-                            Err(_) => conn = None,
                         }
+                        Ok(_) => {}
+                        Err(_) => conn = None,
                     }
                 }
             }
         }
     }
 
-    /// Looks `clients` up in one pipelined round trip; found flows go to the shared table, where
-    /// each worker finds its client's at the next datagram.
-    fn lookup(&self, c: &mut redis::Connection, clients: &[SocketAddr]) -> redis::RedisResult<()> {
-        let mut p = redis::pipe();
-        for client in clients {
-            p.cmd("GET").arg(flow_key(&self.scope, *client));
-        }
-        let found: Vec<Option<String>> = p.query(c)?;
-        let now = Instant::now();
-        let mut any = false;
-        for (client, v) in clients.iter().zip(found) {
-            if let Some((hop, owner)) = v.as_deref().and_then(|v| self.decode(v)) {
-                self.shared.insert(*client, owner, hop, now);
-                Counters::inc(&self.counters.flows_recovered_cache);
-                any = true;
-            }
-        }
-        if any {
+    /// Looks `client` up; a flow found goes to the shared table, and the workers are woken to
+    /// forward the datagram they held for it.
+    ///
+    /// One GET per lookup, answered as it comes. Taking every queued lookup into one pipelined
+    /// round trip (tried) made recovery slower, not faster: through 3 restarts, 300 calls'
+    /// median call heard a 110 ms gap, against 29 ms one lookup at a time.
+    fn lookup(&self, c: &mut redis::Connection, client: SocketAddr) -> redis::RedisResult<()> {
+        let v: Option<String> = redis::cmd("GET")
+            .arg(flow_key(&self.scope, client))
+            .query(c)?;
+        if let Some((hop, owner)) = v.as_deref().and_then(|v| self.decode(v)) {
+            self.shared.insert(client, owner, hop, Instant::now());
+            Counters::inc(&self.counters.flows_recovered_cache);
+            self.shared.mark_recovered();
             for w in &self.wakers {
                 w.wake();
             }

@@ -146,6 +146,9 @@ pub struct SharedFlows {
     inner: RwLock<FlowTable>,
     releases: Mutex<VecDeque<(u64, SocketAddr, SocketAddr)>>,
     released: AtomicU64,
+    /// Bumped each time the cache brought flows back, so a worker holding datagrams for lookups
+    /// looks at them then, not on every loop turn.
+    recovered: AtomicU64,
 }
 
 impl SharedFlows {
@@ -154,7 +157,20 @@ impl SharedFlows {
             inner: RwLock::new(FlowTable::new(cap, idle)),
             releases: Mutex::new(VecDeque::with_capacity(RELEASE_LOG)),
             released: AtomicU64::new(0),
+            recovered: AtomicU64::new(0),
         }
+    }
+
+    /// The cache brought flows back (see `recovered`).
+    pub fn mark_recovered(&self) {
+        self.recovered.fetch_add(1, Ordering::Release);
+    }
+
+    /// Whether flows came back since `seen`, moving `seen` up.
+    #[inline]
+    pub fn recovered_since(&self, seen: &mut u64) -> bool {
+        let now = self.recovered.load(Ordering::Acquire);
+        std::mem::replace(seen, now) != now
     }
 
     /// `owner` gives up `client`: forgotten here now, by each worker at its next
