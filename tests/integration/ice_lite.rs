@@ -120,27 +120,26 @@ async fn the_first_plain_check_selects_the_pair_without_waiting_for_nomination()
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // A lite agent sends no checks of its own (RFC 8445 2.5): nothing but the answer came
-    // back, and a nominating check is answered at once.
+    // A nominating check is answered at once: the agent does not wait for a check of its own
+    // to succeed first (what cost Firefox, which nominates on its first check, 2-5 round trips).
+    // The triggered check a plain check still gets is skipped over here.
+    let (nominating, txid) = nominating_check(ufrag, pwd);
+    client.send_to(&nominating, server.media_addr).unwrap();
     client
-        .set_read_timeout(Some(Duration::from_millis(300)))
+        .set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
+    let mut answered = false;
     while let Ok((n, _)) = client.recv_from(&mut buf) {
         let mut m = Message::new();
         m.raw = buf[..n].to_vec();
-        assert!(
-            !(m.decode().is_ok() && m.typ == BINDING_REQUEST),
-            "the lite agent sent a check of its own"
-        );
+        if m.decode().is_ok() && m.typ == BINDING_SUCCESS && m.transaction_id.0 == txid {
+            answered = true;
+            break;
+        }
     }
-    let (nominating, txid) = nominating_check(ufrag, pwd);
-    client.send_to(&nominating, server.media_addr).unwrap();
-    let (n, _) = client
-        .recv_from(&mut buf)
-        .expect("the nominating check was not answered");
-    let mut m = Message::new();
-    m.raw = buf[..n].to_vec();
-    m.decode().unwrap();
-    assert_eq!((m.typ, m.transaction_id.0), (BINDING_SUCCESS, txid));
+    assert!(
+        answered,
+        "the nominating check was not answered within 100 ms (nothing answered our checks)"
+    );
     server.shutdown().await;
 }

@@ -532,12 +532,14 @@ impl ControlledSelector for Agent {
             // Track request received on the candidate pair
             self.candidate_pairs[pair_index].on_request_received();
 
-            // voice-edge patch: a lite agent sends no checks, triggered ones included (RFC 8445
-            // 2.5 and 7.3.1.4): it answers every valid check and uses the pair the first one
-            // arrived on (see patch 0003). It sent a check of its own back, which the
-            // controlling agent had to answer while its ClientHello was on the way, and then
-            // made a nominating check wait for that check's response.
-            if self.lite {
+            // voice-edge patch: a lite agent answers a nominating check at once and uses its
+            // pair (RFC 8445 7.3.1.5 for a lite agent: nominated on USE-CANDIDATE). Unpatched,
+            // the check went unanswered until a triggered check of the agent's own had
+            // succeeded: Firefox, which nominates on its first check, lost two round trips
+            // and more. A plain check is still answered with a triggered check (below, patch
+            // 0003): a lite agent should send none, but rtc's and webrtc-rs's controlling
+            // agents nominate at once on it, and only on their 200 ms timer without it.
+            if self.lite && m.contains(ATTR_USE_CANDIDATE) {
                 self.send_binding_success(now, m, local_index, remote_index);
                 if self.get_selected_pair().is_none() {
                     self.set_selected_pair(Some(now), Some(pair_index));
