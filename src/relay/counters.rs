@@ -53,7 +53,9 @@ counters! {
     /// Flows their owner gave up (its call ended, or it no longer knows the client), so the
     /// client's next call is routed afresh.
     flows_released,
-    /// Unknown source, not a STUN binding request, and no flow known anywhere.
+    /// Unknown source, not a STUN binding request, and no flow known anywhere. Includes the
+    /// datagrams held for a cache lookup, which `held_then_forwarded` counts again if the flow
+    /// was found.
     dropped_not_stun,
     /// Unknown source, STUN but no parsable USERNAME.
     dropped_bad_stun,

@@ -941,11 +941,22 @@ const NO_CALL: CallKey = 0;
 /// A link datagram with no payload: "this client is no longer mine". The relay honours it only
 /// from the flow's owner (see [`crate::relay`]), and never sends it on to the client.
 fn release(call: CallKey, relay: SocketAddr, ingress: u32, client: SocketAddr) -> Transmit {
+    via_relay(call, relay, ingress, client, BytesMut::new())
+}
+
+/// `payload` for `client`, through the relay (link address and ingress) it came in by.
+fn via_relay(
+    call: CallKey,
+    relay: SocketAddr,
+    ingress: u32,
+    client: SocketAddr,
+    payload: BytesMut,
+) -> Transmit {
     Transmit {
         call,
         to: relay,
         link: Some(LinkHeader { ingress, client }),
-        payload: BytesMut::new(),
+        payload,
     }
 }
 
@@ -970,15 +981,7 @@ fn drain_session(key: CallKey, s: &mut Session, out: &mut VecDeque<Transmit>) {
         s.counters.packets_out += 1;
         s.counters.bytes_out += w.message.len() as u64;
         let t = match s.via {
-            Some((relay, ingress)) => Transmit {
-                call: key,
-                to: relay,
-                link: Some(LinkHeader {
-                    ingress,
-                    client: peer,
-                }),
-                payload: w.message,
-            },
+            Some((relay, ingress)) => via_relay(key, relay, ingress, peer, w.message),
             None => Transmit {
                 call: key,
                 to: peer,
