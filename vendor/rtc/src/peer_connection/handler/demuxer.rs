@@ -1,3 +1,4 @@
+use crate::peer_connection::handler::pop_trimmed;
 use crate::peer_connection::event::TaggedRTCEventInternal;
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, RTPMessage, STUNMessage, TaggedRTCMessageInternal,
@@ -112,7 +113,7 @@ impl<'a>
     }
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
-        self.ctx.read_outs.pop_front()
+        pop_trimmed(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<(), Self::Error> {
@@ -138,7 +139,7 @@ impl<'a>
     }
 
     fn poll_write(&mut self) -> Option<Self::Wout> {
-        self.ctx.write_outs.pop_front()
+        pop_trimmed(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, evt: TaggedRTCEventInternal) -> shared::error::Result<()> {
@@ -147,7 +148,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        self.ctx.event_outs.pop_front()
+        pop_trimmed(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, _now: Instant) -> Result<(), Self::Error> {

@@ -1,3 +1,4 @@
+use crate::peer_connection::handler::pop_trimmed;
 use crate::peer_connection::configuration::setting_engine::ReplayProtection;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
@@ -337,7 +338,7 @@ impl<'a>
     }
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
-        self.ctx.read_outs.pop_front()
+        pop_trimmed(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
@@ -373,7 +374,7 @@ impl<'a>
         {
             warn!("failed to queue dtls close_notify: {}", err);
         }
-        self.ctx.write_outs.pop_front()
+        pop_trimmed(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, evt: TaggedRTCEventInternal) -> Result<()> {
@@ -405,7 +406,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        self.ctx.event_outs.pop_front()
+        pop_trimmed(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, now: Instant) -> Result<()> {

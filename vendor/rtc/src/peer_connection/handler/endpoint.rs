@@ -1,3 +1,4 @@
+use crate::peer_connection::handler::pop_trimmed;
 use crate::data_channel::RTCDataChannelId;
 use crate::data_channel::message::RTCDataChannelMessage;
 use crate::peer_connection::event::RTCPeerConnectionEvent;
@@ -85,7 +86,7 @@ impl<'a>
     }
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
-        self.ctx.read_outs.pop_front()
+        pop_trimmed(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
@@ -94,7 +95,7 @@ impl<'a>
     }
 
     fn poll_write(&mut self) -> Option<Self::Wout> {
-        self.ctx.write_outs.pop_front()
+        pop_trimmed(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, evt: TaggedRTCEventInternal) -> Result<()> {
@@ -103,7 +104,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        self.ctx.event_outs.pop_front()
+        pop_trimmed(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, _now: Instant) -> Result<()> {

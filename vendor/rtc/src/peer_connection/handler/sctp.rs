@@ -1,3 +1,4 @@
+use crate::peer_connection::handler::pop_trimmed;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, TaggedRTCMessageInternal,
@@ -564,7 +565,7 @@ impl<'a>
                 warn!("failed to resume parked SCTP streams: {}", err);
             }
         }
-        self.ctx.read_outs.pop_front()
+        pop_trimmed(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
@@ -691,7 +692,7 @@ impl<'a>
         if std::mem::take(&mut self.ctx.abort_requested) {
             self.abort_associations();
         }
-        self.ctx.write_outs.pop_front()
+        pop_trimmed(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, evt: TaggedRTCEventInternal) -> Result<()> {
@@ -754,7 +755,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        self.ctx.event_outs.pop_front()
+        pop_trimmed(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, now: Instant) -> Result<()> {

@@ -1,3 +1,4 @@
+use crate::peer_connection::handler::pop_trimmed;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
     RTCMessageInternal, RTPMessage, TaggedRTCMessageInternal,
@@ -100,7 +101,7 @@ impl<'a>
     }
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
-        self.ctx.read_outs.pop_front()
+        pop_trimmed(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
@@ -165,7 +166,7 @@ impl<'a>
     }
 
     fn poll_write(&mut self) -> Option<Self::Wout> {
-        self.ctx.write_outs.pop_front()
+        pop_trimmed(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, mut evt: TaggedRTCEventInternal) -> Result<()> {
@@ -184,7 +185,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        self.ctx.event_outs.pop_front()
+        pop_trimmed(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, _now: Instant) -> Result<()> {
