@@ -328,6 +328,41 @@ fn return_large_buffers_to_the_system() {
     }
 }
 
+/// How often a server gives the heap's free pages back to the system (see
+/// [`give_freed_heap_back`]).
+const HEAP_TRIM_EVERY: Duration = Duration::from_secs(30);
+
+/// glibc keeps the pages of freed memory in each thread's arena (nine here: the loop threads
+/// and tokio's), and gives back only what lies at the top of the main one. So a server whose
+/// calls come and go held on to every arena's high-water mark: over an hour of churn at 300
+/// calls its RSS grew by 12.6 MB with no call leaking (malloc and free traced with perf
+/// uprobes: what outlives a call is the bounded store of ended calls' event logs), and one
+/// `malloc_trim` on the idle server gave back 7.7 MB. A thread of its own trims every
+/// [`HEAP_TRIM_EVERY`]; a trim holds one arena's lock at a time and took 0.4 ms in all with
+/// 1,000 live calls (each is logged under `voice_edge::heap` at debug).
+fn give_freed_heap_back() {
+    let spawned = std::thread::Builder::new()
+        .name("heap-trim".into())
+        .spawn(|| {
+            loop {
+                std::thread::sleep(HEAP_TRIM_EVERY);
+                let started = std::time::Instant::now();
+                // SAFETY: malloc_trim only returns free memory to the system; it takes each arena's
+                // own lock, so it is safe to call while other threads allocate.
+                let released = unsafe { libc::malloc_trim(0) };
+                log::debug!(
+                    target: "voice_edge::heap",
+                    "malloc_trim took {:?} (released: {})",
+                    started.elapsed(),
+                    released != 0
+                );
+            }
+        });
+    if let Err(e) = spawned {
+        log::warn!("no heap-trim thread ({e}): freed memory stays in the process's RSS");
+    }
+}
+
 fn main() -> anyhow::Result<()> {
     return_large_buffers_to_the_system();
     let cli = Cli::parse();
@@ -370,6 +405,12 @@ fn main() -> anyhow::Result<()> {
             u.model,
             if u.key.is_some() { "set" } else { "not set" }
         );
+    }
+    if matches!(
+        cli.command,
+        None | Some(Command::Relay(_) | Command::Signaling(_) | Command::Transceiver(_))
+    ) {
+        give_freed_heap_back();
     }
     match cli.command {
         None => run_all_in_one(AllInOneArgs {
