@@ -43,7 +43,9 @@ pub struct Endpoint {
     local_addr: SocketAddr,
     transport_protocol: TransportProtocol,
     transmits: VecDeque<TransportMessage<BytesMut>>,
-    connections: HashMap<SocketAddr, DTLSConn>,
+    // voice-edge patch: boxed. A connection is ~850 bytes, and a map keeps at least four
+    // buckets: inline, the one connection a WebRTC call has cost four of them.
+    connections: HashMap<SocketAddr, Box<DTLSConn>>,
     server_config: Option<Arc<HandshakeConfig>>,
 }
 
@@ -77,7 +79,7 @@ impl Endpoint {
     }
 
     /// Get keys of Connections
-    pub fn get_connections_keys(&self) -> Keys<'_, SocketAddr, DTLSConn> {
+    pub fn get_connections_keys(&self) -> Keys<'_, SocketAddr, Box<DTLSConn>> {
         self.connections.keys()
     }
 
@@ -119,7 +121,7 @@ impl Endpoint {
                 });
             }
 
-            e.insert(conn);
+            e.insert(Box::new(conn));
         }
 
         Ok(())
@@ -146,7 +148,7 @@ impl Endpoint {
                 });
             }
         }
-        self.connections.remove(&remote)
+        self.connections.remove(&remote).map(|conn| *conn)
     }
 
     /// Process close
@@ -228,7 +230,7 @@ impl Endpoint {
             if let Some(server_config) = &self.server_config {
                 let handshake_config = server_config.clone();
                 let conn = DTLSConn::new(handshake_config, false, None);
-                e.insert(conn);
+                e.insert(Box::new(conn));
             } else {
                 return Err(Error::NoServerConfig);
             }

@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_trimmed;
+use crate::peer_connection::handler::{pop_released, pop_trimmed};
 use crate::data_channel::RTCDataChannelId;
 use crate::data_channel::internal::RTCDataChannelInternal;
 use crate::data_channel::message::RTCDataChannelMessage;
@@ -520,7 +520,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        pop_trimmed(&mut self.ctx.event_outs)
+        pop_released(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, now: Instant) -> Result<()> {

@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_trimmed;
+use crate::peer_connection::handler::{pop_released, pop_trimmed};
 use crate::peer_connection::event::TaggedRTCEventInternal;
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, RTPMessage, STUNMessage, TaggedRTCMessageInternal,
@@ -148,7 +148,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        pop_trimmed(&mut self.ctx.event_outs)
+        pop_released(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, _now: Instant) -> Result<(), Self::Error> {

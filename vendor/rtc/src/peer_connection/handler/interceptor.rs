@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_trimmed;
+use crate::peer_connection::handler::{pop_released, pop_trimmed};
 use crate::media_stream::track::MediaStreamTrackId;
 use crate::peer_connection::configuration::media_engine::MediaEngine;
 use crate::peer_connection::event::RTCPeerConnectionEvent;
@@ -894,7 +894,7 @@ impl<'a>
     fn poll_event(&mut self) -> Option<Self::Eout> {
         // self.interceptor.poll_event(());
 
-        pop_trimmed(&mut self.ctx.event_outs)
+        pop_released(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, now: Instant) -> Result<()> {

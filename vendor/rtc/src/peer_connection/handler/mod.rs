@@ -51,6 +51,19 @@ pub(crate) fn pop_trimmed<T>(queue: &mut VecDeque<T>) -> Option<T> {
     front
 }
 
+/// voice-edge patch: as [`pop_trimmed`], for the event queues, which keep nothing once empty.
+///
+/// Why: events (a state change, a channel opening) come a handful of times in a call, so their
+/// queues are empty for nearly all of it; the slot `pop_trimmed` keeps (312 bytes, in each of
+/// eight handlers and the connection) would be for nothing.
+pub(crate) fn pop_released<T>(queue: &mut VecDeque<T>) -> Option<T> {
+    let front = queue.pop_front();
+    if queue.is_empty() && queue.capacity() > 0 {
+        *queue = VecDeque::new();
+    }
+    front
+}
+
 /// Forward handler list - invokes callback with handler list
 macro_rules! forward_handlers {
     ($callback:ident!($($args:tt)*)) => {
@@ -489,7 +502,7 @@ impl sansio::Protocol<TaggedBytesMut, TaggedRTCMessage, TaggedRTCEvent> for RTCP
     fn poll_event(&mut self) -> Option<Self::Eout> {
         // Drain the backlog before sweeping the pipeline again: anything a sweep adds lands
         // behind it anyway, and the sweep runs once the backlog is empty.
-        if let Some(evt) = pop_trimmed(&mut self.pipeline_context.event_outs) {
+        if let Some(evt) = pop_released(&mut self.pipeline_context.event_outs) {
             return Some(evt);
         }
 
@@ -501,7 +514,7 @@ impl sansio::Protocol<TaggedBytesMut, TaggedRTCMessage, TaggedRTCEvent> for RTCP
             self.pump_events();
         }
 
-        pop_trimmed(&mut self.pipeline_context.event_outs)
+        pop_released(&mut self.pipeline_context.event_outs)
     }
 
     fn handle_timeout(&mut self, now: Instant) -> Result<(), Self::Error> {

@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_trimmed;
+use crate::peer_connection::handler::{pop_released, pop_trimmed};
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, TaggedRTCMessageInternal,
@@ -371,7 +371,7 @@ impl<'a>
                 inbound_transport = Some((ch, msg.transport));
                 match event {
                     DatagramEvent::NewAssociation(conn) => {
-                        sctp_associations.insert(ch, conn);
+                        sctp_associations.insert(ch, Box::new(conn));
                     }
                     DatagramEvent::AssociationEvent(event) => {
                         sctp_events.entry(ch).or_default().push_back(event);
@@ -727,7 +727,7 @@ impl<'a>
                     )
                     .map_err(|e| Error::Other(e.to_string()))?;
 
-                sctp_associations.insert(ch, conn);
+                sctp_associations.insert(ch, Box::new(conn));
 
                 // `connect` queued the client INIT. Mark dirty so poll_write emits
                 // it at the next flush instead of waiting for a later handle_* (the
@@ -755,7 +755,7 @@ impl<'a>
     }
 
     fn poll_event(&mut self) -> Option<Self::Eout> {
-        pop_trimmed(&mut self.ctx.event_outs)
+        pop_released(&mut self.ctx.event_outs)
     }
 
     fn handle_timeout(&mut self, now: Instant) -> Result<()> {
@@ -1267,7 +1267,7 @@ mod tests {
             .internal_buffer
             .resize(SctpMaxMessageSize::DEFAULT_MESSAGE_SIZE as usize, 0);
         transport.sctp_endpoint = Some(client_ep);
-        transport.sctp_associations.insert(ch, conn);
+        transport.sctp_associations.insert(ch, Box::new(conn));
         SctpHandlerContext::new(now, transport)
     }
 
@@ -1836,8 +1836,8 @@ mod tests {
             .internal_buffer
             .resize(SctpMaxMessageSize::DEFAULT_MESSAGE_SIZE as usize, 0);
         transport.sctp_endpoint = Some(client_ep);
-        transport.sctp_associations.insert(ch_a, conn_a);
-        transport.sctp_associations.insert(ch_b, conn_b);
+        transport.sctp_associations.insert(ch_a, Box::new(conn_a));
+        transport.sctp_associations.insert(ch_b, Box::new(conn_b));
         let mut ctx = SctpHandlerContext::new(now, transport);
 
         {
