@@ -67,18 +67,9 @@ trap cleanup EXIT
 # checked without that too: its dependency stage builds (a no-op while Cargo.lock, the build config and
 # vendor/ are unchanged: Docker's layer cache), and its source stage copies every file the compiler read.
 t0=$(date +%s.%N)
-if ldd "$BIN" 2>&1 | grep -q '=>'; then ldd "$BIN" >&2; fail "$BIN is linked dynamically (see .cargo/config.toml)"; fi
 log "$BIN: $(file -b "$BIN" 2>/dev/null | cut -d, -f1-3 || echo static) ; ldd: $(ldd "$BIN" 2>&1 | sed -n 1p | xargs)"
 bash tests/compose/dockerfile-check.sh "$BIN" || fail "the Dockerfile's build stages (see above)"
-ctx=$(mktemp -d /tmp/ve-image.XXXX)
-mkdir -p "$ctx/rootfs/usr/local/bin" "$ctx/rootfs/etc/ssl/certs" "$ctx/rootfs/tmp"
-chmod 1777 "$ctx/rootfs/tmp"
-cp "$BIN" "$ctx/rootfs/usr/local/bin/voice-edge"
-cp /etc/ssl/certs/ca-certificates.crt "$ctx/rootfs/etc/ssl/certs/ca-certificates.crt"
-sed -n '/^FROM scratch/,$p' Dockerfile | sed 's#^COPY --from=build /rootfs/ /$#COPY rootfs/ /#' >"$ctx/Dockerfile"
-grep -q '^COPY rootfs/ /$' "$ctx/Dockerfile" || fail "the Dockerfile's runtime stage (FROM scratch) no longer copies /rootfs/ from the build stage"
-docker build -q -t voice-edge:local "$ctx" >/tmp/compose-build-$PROJECT.log 2>&1 || { cat /tmp/compose-build-$PROJECT.log >&2; rm -rf "$ctx"; fail "image"; }
-rm -rf "$ctx"
+bash tests/compose/image.sh "$BIN" >/tmp/compose-build-$PROJECT.log 2>&1 || { cat /tmp/compose-build-$PROJECT.log >&2; fail "image"; }
 build_s=$(since "$t0")
 size=$(docker image inspect voice-edge:local --format '{{.Size}}')
 log "image: ${build_s} s; voice-edge:local (FROM scratch: the binary and CA certificates) $((size / 1000000)) MB"
