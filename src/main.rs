@@ -333,13 +333,13 @@ fn return_large_buffers_to_the_system() {
 const HEAP_TRIM_EVERY: Duration = Duration::from_secs(30);
 
 /// glibc keeps the pages of freed memory in each thread's arena (nine here: the loop threads
-/// and tokio's), and gives back only what lies at the top of the main one. So a server whose
-/// calls come and go held on to every arena's high-water mark: over an hour of churn at 300
-/// calls its RSS grew by 12.6 MB with no call leaking (malloc and free traced with perf
-/// uprobes: what outlives a call is the bounded store of ended calls' event logs), and one
-/// `malloc_trim` on the idle server gave back 7.7 MB. A thread of its own trims every
-/// [`HEAP_TRIM_EVERY`]; a trim holds one arena's lock at a time and took 0.4 ms in all with
-/// 1,000 live calls (each is logged under `voice_edge::heap` at debug).
+/// and tokio's), and gives back only what lies at the top of the main one. So a server held on
+/// to the high-water mark of its busiest moment: after 500 calls hung up, RSS stayed at 69.9 MB
+/// (15 MB before them). A thread of its own trims every [`HEAP_TRIM_EVERY`]: 40 s after the same
+/// 500 calls, 36.8 MB. A trim holds one arena's lock at a time and took 0.4 ms in all with 1,000
+/// live calls (each is logged under `voice_edge::heap` at debug). It does not stop the slower
+/// creep of an hour's churn (bench/soak/README.md): that is memory a trim cannot return, in
+/// use or on pages that a live allocation pins.
 fn give_freed_heap_back() {
     let spawned = std::thread::Builder::new()
         .name("heap-trim".into())
