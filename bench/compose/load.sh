@@ -79,17 +79,18 @@ sleep $(( ramp_s + 10 ))
 for k in "${!PID_OF[@]}"; do T0[$k]=$(ticks "${PID_OF[$k]}"); done
 sleep "$window"
 hz=$(getconf CLK_TCK)
-rows=()
-for k in $(printf '%s\n' "${!PID_OF[@]}" | sort); do
+declare -A CPU RSS
+for k in "${!PID_OF[@]}"; do
   p=${PID_OF[$k]}
-  cpu=$(awk -v a="${T0[$k]}" -v b="$(ticks "$p")" -v hz="$hz" -v s="$window" 'BEGIN { printf "%.0f", (b - a) / hz / s * 100 }')
-  rows+=("| $k | $cpu % | $(( RSS0[$k] / 1024 )) → $(( $(rss_kb "$p") / 1024 )) MB | DROPS_$k |")
+  CPU[$k]=$(awk -v a="${T0[$k]}" -v b="$(ticks "$p")" -v hz="$hz" -v s="$window" 'BEGIN { printf "%.0f", (b - a) / hz / s * 100 }')
+  RSS[$k]="$(( RSS0[$k] / 1024 )) → $(( $(rss_kb "$p") / 1024 )) MB"
 done
 wait "$LG" || true
 # Drops over the whole run, read after the hang-up.
-for i in "${!rows[@]}"; do
-  k=$(sed 's/^| \([^ ]*\) |.*/\1/' <<<"${rows[$i]}")
-  rows[$i]="${rows[$i]/DROPS_$k/$(( $(udp_drops "${PID_OF[$k]}") - DROPS0[$k] ))}"
+rows=()
+for k in $(printf '%s
+' "${!PID_OF[@]}" | sort); do
+  rows+=("| $k | ${CPU[$k]} % | ${RSS[$k]} | $(( $(udp_drops "${PID_OF[$k]}") - DROPS0[$k] )) |")
 done
 
 field() { sed -n "s/^| $1 | \(.*\) |$/\1/p" "$OUT_DIR/loadgen.md"; }
