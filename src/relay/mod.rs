@@ -86,6 +86,8 @@ pub struct RelayConfig {
 pub struct LiveHops {
     version: AtomicU64,
     table: Mutex<(HashMap<u16, SocketAddr>, u8)>,
+    /// Membership has been read at least once (even if it named no member).
+    loaded: AtomicBool,
 }
 
 impl LiveHops {
@@ -98,6 +100,19 @@ impl LiveHops {
             *cur = (hops, workers);
             self.version.fetch_add(1, Ordering::Release);
         }
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// Waits until membership has been read once, at most `timeout`; whether it was.
+    pub fn wait_loaded(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.loaded.load(Ordering::Acquire) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
     }
 
     pub fn get(&self) -> HashMap<u16, SocketAddr> {
