@@ -397,3 +397,17 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
         cache_tx,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_counts_as_read_once_set_even_when_empty() {
+        let hops = LiveHops::default();
+        assert!(!hops.wait_loaded(Duration::from_millis(5)), "never read");
+        // What the table held already: no new version, but membership was read.
+        hops.set(HashMap::new(), 0);
+        assert!(hops.wait_loaded(Duration::ZERO), "read, with no member yet");
+    }
+}
