@@ -90,6 +90,12 @@ fn opus() -> RTCRtpCodecParameters {
     c
 }
 
+/// The shortest silence between two echoes that [`Record::long_gaps`] keeps: two and a half
+/// packet times, more than a lost packet or the jitter of a busy machine's scheduler.
+pub const LONG_GAP: Duration = Duration::from_millis(50);
+/// Long gaps kept per call (a call that stalls over and over needs no more to show it).
+const MAX_LONG_GAPS: usize = 256;
+
 /// What a call reports when it is over; small, kept for every call.
 #[derive(Debug, Default, Clone)]
 pub struct Record {
@@ -103,6 +109,9 @@ pub struct Record {
     /// The longest silence between two echoes this call heard: a relay restart or a stall shows
     /// here per call, where loss and RTT averages hide it.
     pub max_echo_gap: Option<std::time::Duration>,
+    /// Every silence of at least [`LONG_GAP`] (when it ended, how long), so a bench can tell
+    /// the gaps an event caused (a relay restart) from the ones the machine gives anyway.
+    pub long_gaps: Vec<(Instant, Duration)>,
     pub channel_open: Option<Instant>,
     pub session_updated: bool,
     pub events_in: u32,
@@ -498,6 +507,9 @@ impl Live {
         if let Some(last) = rec.last_echo.replace(now) {
             let gap = now.saturating_duration_since(last);
             rec.max_echo_gap = Some(rec.max_echo_gap.map_or(gap, |g| g.max(gap)));
+            if gap >= LONG_GAP && rec.long_gaps.len() < MAX_LONG_GAPS {
+                rec.long_gaps.push((now, gap));
+            }
         }
         let now_us = now.duration_since(ctx.epoch).as_micros() as u64;
         rtt.record_us(now_us.saturating_sub(sent_us));

@@ -102,6 +102,11 @@ pub struct LoadgenArgs {
         default_value_t = 8
     )]
     pub http_concurrency: usize,
+    /// Write every silence between two echoes of 50 ms or more to FILE, a line each: when it
+    /// ended (unix time, ms), how long it was (ms) and the call's index. For telling the gaps an
+    /// event caused (a relay restart at a known time) from the rest.
+    #[arg(long, value_name = "FILE", env = "VOICE_EDGE_LOADGEN_GAP_LOG")]
+    pub gap_log: Option<std::path::PathBuf>,
 }
 
 impl Default for LoadgenArgs {
@@ -320,6 +325,9 @@ pub fn run(args: LoadgenArgs) -> anyhow::Result<Report> {
         let _ = pool.join();
     }
 
+    if let Some(path) = &args.gap_log {
+        write_gap_log(path, &results)?;
+    }
     let mut report = summarize(&args, workers, epoch, results);
     report.peak_live = peak.load(Ordering::Relaxed);
     let (a, b) = (&steady_a, &steady_b);
@@ -402,6 +410,32 @@ impl Steady {
             rcvbuf_errors: procstat::udp_rcvbuf_errors(),
         }
     }
+}
+
+/// `--gap-log`: each call's long gaps, oldest first, with their end as unix time.
+fn write_gap_log(path: &std::path::Path, results: &[CallLoopResult]) -> anyhow::Result<()> {
+    use std::fmt::Write as _;
+    let (now, wall) = (Instant::now(), std::time::SystemTime::now());
+    let unix_ms = |t: Instant| {
+        let at = wall - now.saturating_duration_since(t);
+        at.duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    };
+    let mut gaps: Vec<(u128, f64, usize)> = results
+        .iter()
+        .flat_map(|w| &w.records)
+        .flat_map(|(i, rec)| {
+            rec.long_gaps
+                .iter()
+                .map(move |(end, gap)| (unix_ms(*end), gap.as_secs_f64() * 1000.0, *i))
+        })
+        .collect();
+    gaps.sort_by(|a, b| a.0.cmp(&b.0).then(a.2.cmp(&b.2)));
+    let mut out = String::new();
+    for (end, gap, call) in gaps {
+        let _ = writeln!(out, "{end} {gap:.1} {call}");
+    }
+    std::fs::write(path, out).with_context(|| format!("--gap-log {}", path.display()))
 }
 
 fn summarize(

@@ -86,6 +86,8 @@ pub struct RelayConfig {
 pub struct LiveHops {
     version: AtomicU64,
     table: Mutex<(HashMap<u16, SocketAddr>, u8)>,
+    /// Membership has been read at least once (even if it named no member).
+    loaded: AtomicBool,
 }
 
 impl LiveHops {
@@ -98,6 +100,19 @@ impl LiveHops {
             *cur = (hops, workers);
             self.version.fetch_add(1, Ordering::Release);
         }
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// Waits until membership has been read once, at most `timeout`; whether it was.
+    pub fn wait_loaded(&self, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        while !self.loaded.load(Ordering::Acquire) {
+            if Instant::now() >= deadline {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        true
     }
 
     pub fn get(&self) -> HashMap<u16, SocketAddr> {
@@ -381,4 +396,18 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
         cache_thread,
         cache_tx,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn membership_counts_as_read_once_set_even_when_empty() {
+        let hops = LiveHops::default();
+        assert!(!hops.wait_loaded(Duration::from_millis(5)), "never read");
+        // What the table held already: no new version, but membership was read.
+        hops.set(HashMap::new(), 0);
+        assert!(hops.wait_loaded(Duration::ZERO), "read, with no member yet");
+    }
 }

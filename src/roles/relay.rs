@@ -9,6 +9,9 @@ use std::time::Duration;
 
 use crate::relay::{self, FlowCacheConfig, LiveHops, RelayConfig, RelayHandle, Tier};
 
+/// How long a relay following Redis membership waits for its first read before it binds.
+const MEMBERSHIP_WAIT: Duration = Duration::from_secs(3);
+
 pub struct RelayRoleConfig {
     /// The relay as the flags describe it; its flow cache and membership follower are added
     /// here from `redis_url`.
@@ -48,10 +51,20 @@ pub fn start(cfg: RelayRoleConfig) -> anyhow::Result<RunningRelay> {
         crate::membership::registry::follow(
             url,
             cluster,
-            hops,
+            hops.clone(),
             Duration::from_millis(500),
             stop_following.clone(),
         )?;
+        // Bind only once the members are known. A relay whose sockets join a running one's
+        // (SO_REUSEPORT: a rolling restart of a pair, see compose.yaml) takes over some clients
+        // and transceivers the moment it binds; before its first membership read it would drop
+        // their replies and fail their cache lookups (each then retried only after a second).
+        // Bounded: with Redis down the relay still starts, and follows once Redis answers.
+        if !hops.wait_loaded(MEMBERSHIP_WAIT) {
+            log::warn!(
+                "relay: no membership from Redis within {MEMBERSHIP_WAIT:?}; starting without"
+            );
+        }
     }
     let handle = Arc::new(relay::spawn(relay_cfg)?);
     let (metrics, metrics_addr) = match cfg.metrics {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The compose stack end to end (CI runs it from scripts/test.sh; it also runs alone):
-#   build the image, `up` Redis + relay + 2 transceivers + signaling, then with a real WebRTC client on this
+#   build the image, `up` Redis + the relay pair + 2 transceivers + signaling, then with a real WebRTC client on this
 #   host (`voice-edge loadgen`, real ICE/DTLS/SRTP through the published ports):
 #   1. calls complete and spread over both transceivers, and the demo page works in Chromium;
-#   2. the relay container restarts mid-call and the calls carry on (the gap is printed);
+#   2. the relay pair restarts one at a time mid-call and the calls carry on (the gap is printed);
 #   3. --scale transceiver=3: new calls spread over all three;
 #   4. a stopped transceiver (SIGTERM: drain, leave) leaves placement and calls still work;
 #   then `down`. Prints build times, image size and the figures; exits non-zero on any failure.
@@ -138,16 +138,33 @@ ws=$("$py" tests/python/realtime_ws.py --base-url http://127.0.0.1:8080/v1 --che
 ws_latency=$(python3 -c "import json,sys; r=json.loads(sys.stdin.read().strip().splitlines()[-1]); print(', '.join(k + ' ' + str(v.get('latency_ms')) + ' ms' for k, v in r['checks'].items()))" <<<"$ws" 2>/dev/null || echo "?")
 log "1c. Realtime WebSocket through compose (Python openai): turn latency $ws_latency"
 
-# 2. relay restart mid-call
+# 2. a rolling restart of the relay pair mid-call: relay-a, then (once it answers /health again)
+#    relay-b. They share one network namespace and their UDP sockets one SO_REUSEPORT group, so
+#    one always serves; each call crosses the restart of the relay the kernel gave it to.
+#    The bound on loss is behaviour, not timing: with nothing serving during a restart (one relay
+#    container, stopped before the new one runs) each restart cost every call ~0.7 s, 35 of its
+#    50 echoes a second, and two restarts over the 14 s hold lose ~10 %; the pair's gaps are
+#    under 100 ms (bench/compose/restart.sh), two of them under 1.5 %. 4 % leaves room for a
+#    loaded CI machine and still fails if either restart leaves the port unserved.
+relay_healthy() { curl -fsS --max-time 1 "http://127.0.0.1:$1/health" >/dev/null 2>&1; }
+for port in 9091 9092; do
+  for _ in $(seq 1 100); do relay_healthy "$port" && break; sleep 0.1; done
+  relay_healthy "$port" || fail "relay metrics on :$port do not answer /health"
+done
 loadgen 2 14 >/tmp/lg2-$PROJECT.txt &
 LOADGEN_PID=$!
-sleep 5
-dc restart -t 1 relay >&2
+sleep 4
+dc restart -t 1 relay-a >&2
+for _ in $(seq 1 100); do relay_healthy 9091 && break; sleep 0.1; done
+relay_healthy 9091 || fail "relay-a did not come back (/health on :9091)"
+sleep 3
+dc restart -t 1 relay-b >&2
 wait "$LOADGEN_PID"; LOADGEN_PID=
 table=$(cat /tmp/lg2-$PROJECT.txt)
-loss2=$(check_calls "$table" 2 40)
+loss2=$(check_calls "$table" 2 4)
 lost=$(sed -n 's/^| loss[^|]*| [0-9.]* % (\([0-9]*\) of.*/\1/p' <<<"$table")
-log "2. relay restarted mid-call: both calls carried on; $lost echoes lost over 2 calls ≈ $((lost * 20 / 2)) ms gap per call (loss $loss2 %)"
+gap=$(field 'longest echo gap per call' <<<"$table" | awk -F'|' '{gsub(/ /, ""); print $4}')
+log "2. relay-a then relay-b restarted mid-call: both calls carried on; longest echo gap of a call ${gap} ms, $lost echoes lost over 2 calls (loss $loss2 %)"
 
 # 3. scale to three
 dc up -d --no-recreate --scale transceiver=3 >&2
