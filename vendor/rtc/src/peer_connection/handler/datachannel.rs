@@ -46,7 +46,7 @@ impl DataChannelHandlerContext {
 
     /// Records the newest instant a caller has supplied. See the design's §9.3 for why there is
     /// no monotonicity assert alongside the `max`.
-    fn observe(&mut self, now: Instant) {
+    pub(crate) fn observe(&mut self, now: Instant) {
         self.now = now.max(self.now);
     }
 }

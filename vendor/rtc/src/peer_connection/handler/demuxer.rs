@@ -44,6 +44,11 @@ fn match_srtp(b: &[u8]) -> bool {
     match_range(128, 191, b)
 }
 
+/// voice-edge patch: whether a datagram is SRTP or SRTCP, for the pipeline's media path.
+pub(crate) fn is_srtp(b: &[u8]) -> bool {
+    match_srtp(b)
+}
+
 #[derive(Default)]
 pub(crate) struct DemuxerHandlerContext {
     pub(crate) read_outs: VecDeque<TaggedRTCMessageInternal>,
