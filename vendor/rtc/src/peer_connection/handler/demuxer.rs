@@ -118,7 +118,7 @@ impl<'a>
     }
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
-        pop_trimmed(&mut self.ctx.read_outs)
+        pop_released(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<(), Self::Error> {

@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::pop_released;
 use crate::peer_connection::configuration::setting_engine::ReplayProtection;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
@@ -338,7 +338,7 @@ impl<'a>
     }
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
-        pop_trimmed(&mut self.ctx.read_outs)
+        pop_released(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
@@ -374,7 +374,7 @@ impl<'a>
         {
             warn!("failed to queue dtls close_notify: {}", err);
         }
-        pop_trimmed(&mut self.ctx.write_outs)
+        pop_released(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, evt: TaggedRTCEventInternal) -> Result<()> {

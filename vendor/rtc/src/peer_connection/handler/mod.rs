@@ -52,11 +52,16 @@ pub(crate) fn pop_trimmed<T>(queue: &mut VecDeque<T>) -> Option<T> {
     front
 }
 
-/// voice-edge patch: as [`pop_trimmed`], for the event queues, which keep nothing once empty.
+/// voice-edge patch: as [`pop_trimmed`], for the queues that keep nothing once empty: the
+/// event queues, and the read and write queues media no longer crosses.
 ///
 /// Why: events (a state change, a channel opening) come a handful of times in a call, so their
 /// queues are empty for nearly all of it; the slot `pop_trimmed` keeps (312 bytes, in each of
-/// eight handlers and the connection) would be for nothing.
+/// eight handlers and the connection) would be for nothing. The same holds, once media enters
+/// at the SRTP handler and leaves from it straight to ICE (`read_media`, `flush_writes`), for the
+/// demuxer's and ICE's read queues and the DTLS, SCTP and data-channel handlers' both: what
+/// crosses them then is the handshake, consent checks and data-channel traffic, a few messages
+/// a second at most, and the 224-byte slot each kept is memory every call held for them.
 pub(crate) fn pop_released<T>(queue: &mut VecDeque<T>) -> Option<T> {
     let front = queue.pop_front();
     if queue.is_empty() && queue.capacity() > 0 {

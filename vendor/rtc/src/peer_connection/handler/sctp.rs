@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::pop_released;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, TaggedRTCMessageInternal,
@@ -565,7 +565,7 @@ impl<'a>
                 warn!("failed to resume parked SCTP streams: {}", err);
             }
         }
-        pop_trimmed(&mut self.ctx.read_outs)
+        pop_released(&mut self.ctx.read_outs)
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
@@ -692,7 +692,7 @@ impl<'a>
         if std::mem::take(&mut self.ctx.abort_requested) {
             self.abort_associations();
         }
-        pop_trimmed(&mut self.ctx.write_outs)
+        pop_released(&mut self.ctx.write_outs)
     }
 
     fn handle_event(&mut self, evt: TaggedRTCEventInternal) -> Result<()> {
