@@ -30,13 +30,8 @@ done
 BIN="${VOICE_EDGE_BIN:?set VOICE_EDGE_BIN to a built (static) voice-edge}"
 OUT_DIR="${OUT_DIR:-/tmp/voice-edge-compose-load}"
 mkdir -p "$OUT_DIR"
-docker info >/dev/null 2>&1 || { echo "Docker is not running (tests/compose/run.sh starts it)" >&2; exit 1; }
-if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
-# This host's address towards the outside: Docker NATs it to the relay like any client's.
-ADVERTISE="${ADVERTISE:-$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')}"
-[ -n "$ADVERTISE" ] || { echo "no IPv4 address to advertise: pass --advertise" >&2; exit 1; }
-export VOICE_EDGE_ADVERTISE="$ADVERTISE" RUST_LOG=warn
-export VOICE_EDGE_ADMIN_TOKEN="${VOICE_EDGE_ADMIN_TOKEN:-bench-$$}"
+source bench/compose/lib.sh
+compose_bench_env
 PROJECT="veload$$"
 dc() { "${COMPOSE[@]}" -p "$PROJECT" -f compose.yaml -f bench/compose/load.override.yaml "$@"; }
 cleanup() { dc down -v --remove-orphans >/dev/null 2>&1 || true; }

@@ -49,12 +49,8 @@ BIN_BEFORE="${VOICE_EDGE_BIN_BEFORE:-$BIN}"
 "$BIN" loadgen --help | grep -q -- --gap-log || { echo "$BIN's loadgen has no --gap-log (too old)" >&2; exit 1; }
 OUT_DIR="${OUT_DIR:-/tmp/voice-edge-compose-restart}"
 mkdir -p "$OUT_DIR"
-docker info >/dev/null 2>&1 || { echo "Docker is not running (tests/compose/run.sh starts it)" >&2; exit 1; }
-if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
-ADVERTISE="${ADVERTISE:-$(ip -4 route get 1.1.1.1 | sed -n 's/.* src \([0-9.]*\).*/\1/p')}"
-[ -n "$ADVERTISE" ] || { echo "no IPv4 address to advertise: pass --advertise" >&2; exit 1; }
-export VOICE_EDGE_ADVERTISE="$ADVERTISE" RUST_LOG=warn
-export VOICE_EDGE_ADMIN_TOKEN="${VOICE_EDGE_ADMIN_TOKEN:-bench-$$}"
+source bench/compose/lib.sh
+compose_bench_env
 PROJECT="verestart$$"
 FILE=compose.yaml
 dc() { "${COMPOSE[@]}" -p "$PROJECT" -f "$FILE" -f bench/compose/load.override.yaml "$@"; }
