@@ -148,6 +148,41 @@ macro_rules! process_handler_list {
     }};
 }
 
+/// voice-edge patch: runs a belt through a stretch of handlers, in the order named: each handler
+/// is handed what the belt holds, then what it puts out goes onto the belt for the next. The
+/// whole pipeline's sweeps and the media path's shorter ones (`read_media`, `flush_writes`) are
+/// the same walk over different stretches.
+macro_rules! read_through {
+    ($self:expr, $belt:ident, [$($getter:ident),+]) => {
+        process_handler_list!(call_macro: process_handler!($self, handler, {
+            while let Some(msg) = $belt.pop_front() {
+                if let Err(err) = handler.handle_read(msg) {
+                    warn!("{}.handle_read got error: {}", handler.name(), err);
+                }
+            }
+            while let Some(msg) = handler.poll_read() {
+                $belt.push_back(msg);
+            }
+        }), [$($getter),+])
+    };
+}
+
+/// voice-edge patch: [`read_through`]'s twin for writes.
+macro_rules! write_through {
+    ($self:expr, $belt:ident, [$($getter:ident),+]) => {
+        process_handler_list!(call_macro: process_handler!($self, handler, {
+            while let Some(msg) = $belt.pop_front() {
+                if let Err(err) = handler.handle_write(msg) {
+                    warn!("{}.handle_write got error: {}", handler.name(), err);
+                }
+            }
+            while let Some(msg) = handler.poll_write() {
+                $belt.push_back(msg);
+            }
+        }), [$($getter),+])
+    };
+}
+
 /// Unified macro to iterate over handlers with code blocks
 macro_rules! for_each_handler {
     // Forward order: execute code block for each handler
@@ -323,16 +358,7 @@ impl RTCPeerConnection {
         // data-channel, SCTP and DTLS handlers only pass on (each through a queue of its own),
         // goes from the SRTP handler straight to ICE, behind whatever those three send. The
         // data-channel handler's clock is still advanced by it, as its pass-through did.
-        process_handler_list!(call_macro: process_handler!(self, handler, {
-            while let Some(msg) = intermediate_wouts.pop_front() {
-                if let Err(err) = handler.handle_write(msg) {
-                    warn!("{}.handle_write got error: {}", handler.name(), err);
-                }
-            }
-            while let Some(msg) = handler.poll_write() {
-                intermediate_wouts.push_back(msg);
-            }
-        }), [get_endpoint_handler, get_interceptor_handler, get_srtp_handler]);
+        write_through!(self, intermediate_wouts, [get_endpoint_handler, get_interceptor_handler, get_srtp_handler]);
 
         let mut media = Belt::default();
         let mut rest = Belt::default();
@@ -348,31 +374,13 @@ impl RTCPeerConnection {
         }
         intermediate_wouts = rest;
 
-        process_handler_list!(call_macro: process_handler!(self, handler, {
-            while let Some(msg) = intermediate_wouts.pop_front() {
-                if let Err(err) = handler.handle_write(msg) {
-                    warn!("{}.handle_write got error: {}", handler.name(), err);
-                }
-            }
-            while let Some(msg) = handler.poll_write() {
-                intermediate_wouts.push_back(msg);
-            }
-        }), [get_datachannel_handler, get_sctp_handler, get_dtls_handler]);
+        write_through!(self, intermediate_wouts, [get_datachannel_handler, get_sctp_handler, get_dtls_handler]);
 
         while let Some(msg) = media.pop_front() {
             intermediate_wouts.push_back(msg);
         }
 
-        process_handler_list!(call_macro: process_handler!(self, handler, {
-            while let Some(msg) = intermediate_wouts.pop_front() {
-                if let Err(err) = handler.handle_write(msg) {
-                    warn!("{}.handle_write got error: {}", handler.name(), err);
-                }
-            }
-            while let Some(msg) = handler.poll_write() {
-                intermediate_wouts.push_back(msg);
-            }
-        }), [get_ice_handler, get_demuxer_handler]);
+        write_through!(self, intermediate_wouts, [get_ice_handler, get_demuxer_handler]);
 
         // Final poll write out to pipeline's write out
         while let Some(msg) = intermediate_wouts.pop_front() {
@@ -446,16 +454,7 @@ impl RTCPeerConnection {
             message: RTCMessageInternal::Rtp(RTPMessage::Raw(msg.message)),
         });
         use sansio::Protocol;
-        process_handler_list!(call_macro: process_handler!(self, handler, {
-            while let Some(msg) = intermediate_routs.pop_front() {
-                if let Err(err) = handler.handle_read(msg) {
-                    warn!("{}.handle_read got error: {}", handler.name(), err);
-                }
-            }
-            while let Some(msg) = handler.poll_read() {
-                intermediate_routs.push_back(msg);
-            }
-        }), [get_srtp_handler, get_interceptor_handler, get_endpoint_handler]);
+        read_through!(self, intermediate_routs, [get_srtp_handler, get_interceptor_handler, get_endpoint_handler]);
         self.deliver_reads(intermediate_routs);
         Ok(())
     }
