@@ -141,13 +141,28 @@ impl Chain {
     /// packet an interceptor emits lands on the belt *behind* the ones it passed through, and is then
     /// carried to every interceptor still ahead — which is what makes injected packets impossible to
     /// bypass with.
+    ///
+    /// voice-edge patch: a belt carrying one packet first offers it to `in_place` (see
+    /// [`Interceptor::read_in_place`]), which passes it on without the interceptor's queue.
     fn walk<'a, T>(
         interceptors: impl Iterator<Item = &'a mut Box<dyn Interceptor>>,
         mut belt: Belt<T>,
+        in_place: fn(&mut dyn Interceptor, T) -> Result<T, T>,
         handle: fn(&mut dyn Interceptor, T) -> Result<(), Error>,
         poll: fn(&mut dyn Interceptor) -> Option<T>,
     ) -> Belt<T> {
         for interceptor in interceptors {
+            if belt.rest.is_empty()
+                && let Some(only) = belt.first.take()
+            {
+                match in_place(interceptor.as_mut(), only) {
+                    Ok(passed) => {
+                        belt.first = Some(passed);
+                        continue;
+                    }
+                    Err(only) => belt.first = Some(only),
+                }
+            }
             while let Some(next) = belt.pop() {
                 if let Err(err) = handle(interceptor.as_mut(), next) {
                     log::warn!("interceptor handle failed: {err}");
@@ -164,6 +179,7 @@ impl Chain {
         let belt = Self::walk(
             self.interceptors.iter_mut(),
             Belt::default(),
+            |s, p| s.read_in_place(p),
             |s, p| s.handle_read(p),
             |s| s.poll_read(),
         );
@@ -174,6 +190,7 @@ impl Chain {
         let belt = Self::walk(
             self.interceptors.iter_mut().rev(),
             Belt::default(),
+            |s, p| s.write_in_place(p),
             |s, p| s.handle_write(p),
             |s| s.poll_write(),
         );
@@ -192,6 +209,7 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for Chain {
         let belt = Self::walk(
             self.interceptors.iter_mut(),
             Belt::one(msg),
+            |s, p| s.read_in_place(p),
             |s, p| s.handle_read(p),
             |s| s.poll_read(),
         );
@@ -212,6 +230,7 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for Chain {
         let belt = Self::walk(
             self.interceptors.iter_mut().rev(),
             Belt::one(msg),
+            |s, p| s.write_in_place(p),
             |s, p| s.handle_write(p),
             |s| s.poll_write(),
         );

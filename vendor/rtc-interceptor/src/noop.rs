@@ -112,6 +112,23 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for NoopInterceptor {
 }
 
 impl Interceptor for NoopInterceptor {
+    /// RTP passes unchanged; RTCP takes `handle_read`, which decides what reaches the application.
+    fn read_in_place(&mut self, msg: TaggedPacket) -> Result<TaggedPacket, TaggedPacket> {
+        if matches!(msg.message.packet, Packet::Rtp(_)) && self.read_queue.is_empty() {
+            Ok(msg)
+        } else {
+            Err(msg)
+        }
+    }
+
+    fn write_in_place(&mut self, msg: TaggedPacket) -> Result<TaggedPacket, TaggedPacket> {
+        if self.write_queue.is_empty() {
+            Ok(msg)
+        } else {
+            Err(msg)
+        }
+    }
+
     fn bind_local_stream(&mut self, _info: &StreamInfo) {}
     fn unbind_local_stream(&mut self, _info: &StreamInfo) {}
     fn bind_remote_stream(&mut self, _info: &StreamInfo) {}

@@ -181,27 +181,7 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for ReceiverReportInterceptor {
     type Time = Instant;
 
     fn handle_read(&mut self, msg: TaggedPacket) -> Result<(), Self::Error> {
-        if let Packet::Rtcp(rtcp_packets) = &msg.message.packet {
-            for rtcp_packet in rtcp_packets {
-                if let Some(sr) = rtcp_packet
-                    .as_any()
-                    .downcast_ref::<rtcp::sender_report::SenderReport>()
-                    && let Some(stream) = self.streams.get_mut(&sr.ssrc)
-                {
-                    stream.process_sender_report(msg.now, sr);
-                }
-            }
-        } else if let Packet::Rtp(rtp_packet) = &msg.message.packet
-            && let Some(stream) = self.streams.get_mut(&rtp_packet.header.ssrc)
-        {
-            stream.process_rtp(msg.now, rtp_packet);
-
-            // Arm the report timer from the first packet's instant (see nack::generator).
-            if self.next_timeout.is_none() {
-                self.next_timeout = Some(msg.now + self.interval);
-            }
-        }
-
+        self.observe_read(&msg);
         self.read_queue.push_back(msg);
 
         Ok(())
@@ -247,7 +227,51 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for ReceiverReportInterceptor {
     }
 }
 
+impl ReceiverReportInterceptor {
+    /// What reading a packet does besides passing it on: a sender report or an RTP packet of a
+    /// bound stream updates that stream's reception statistics.
+    fn observe_read(&mut self, msg: &TaggedPacket) {
+        if let Packet::Rtcp(rtcp_packets) = &msg.message.packet {
+            for rtcp_packet in rtcp_packets {
+                if let Some(sr) = rtcp_packet
+                    .as_any()
+                    .downcast_ref::<rtcp::sender_report::SenderReport>()
+                    && let Some(stream) = self.streams.get_mut(&sr.ssrc)
+                {
+                    stream.process_sender_report(msg.now, sr);
+                }
+            }
+        } else if let Packet::Rtp(rtp_packet) = &msg.message.packet
+            && let Some(stream) = self.streams.get_mut(&rtp_packet.header.ssrc)
+        {
+            stream.process_rtp(msg.now, rtp_packet);
+
+            // Arm the report timer from the first packet's instant (see nack::generator).
+            if self.next_timeout.is_none() {
+                self.next_timeout = Some(msg.now + self.interval);
+            }
+        }
+    }
+}
+
 impl Interceptor for ReceiverReportInterceptor {
+    fn read_in_place(&mut self, msg: TaggedPacket) -> Result<TaggedPacket, TaggedPacket> {
+        if !self.read_queue.is_empty() {
+            return Err(msg);
+        }
+        self.observe_read(&msg);
+        Ok(msg)
+    }
+
+    fn write_in_place(&mut self, msg: TaggedPacket) -> Result<TaggedPacket, TaggedPacket> {
+        // Reports generated on a timeout wait here, and go out before what follows them.
+        if self.write_queue.is_empty() {
+            Ok(msg)
+        } else {
+            Err(msg)
+        }
+    }
+
     fn bind_remote_stream(&mut self, info: &StreamInfo) {
         let stream = ReceiverStream::new(info.ssrc, info.clock_rate);
         self.streams.insert(info.ssrc, stream);

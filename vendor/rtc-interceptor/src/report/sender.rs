@@ -196,17 +196,7 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for SenderReportInterceptor {
     }
 
     fn handle_write(&mut self, msg: TaggedPacket) -> Result<(), Self::Error> {
-        if let Packet::Rtp(rtp_packet) = &msg.message.packet
-            && let Some(stream) = self.streams.get_mut(&rtp_packet.header.ssrc)
-        {
-            stream.process_rtp(msg.now, rtp_packet);
-
-            // Arm the report timer from the first packet's instant (see nack::generator).
-            if self.next_timeout.is_none() {
-                self.next_timeout = Some(msg.now + self.interval);
-            }
-        }
-
+        self.observe_write(&msg);
         self.write_queue.push_back(msg);
 
         Ok(())
@@ -244,7 +234,41 @@ impl Protocol<TaggedPacket, TaggedPacket, ()> for SenderReportInterceptor {
     }
 }
 
+impl SenderReportInterceptor {
+    /// What writing a packet does besides passing it on: an RTP packet of a bound stream
+    /// updates that stream's sent counts, which the next sender report carries.
+    fn observe_write(&mut self, msg: &TaggedPacket) {
+        if let Packet::Rtp(rtp_packet) = &msg.message.packet
+            && let Some(stream) = self.streams.get_mut(&rtp_packet.header.ssrc)
+        {
+            stream.process_rtp(msg.now, rtp_packet);
+
+            // Arm the report timer from the first packet's instant (see nack::generator).
+            if self.next_timeout.is_none() {
+                self.next_timeout = Some(msg.now + self.interval);
+            }
+        }
+    }
+}
+
 impl Interceptor for SenderReportInterceptor {
+    fn read_in_place(&mut self, msg: TaggedPacket) -> Result<TaggedPacket, TaggedPacket> {
+        if self.read_queue.is_empty() {
+            Ok(msg)
+        } else {
+            Err(msg)
+        }
+    }
+
+    fn write_in_place(&mut self, msg: TaggedPacket) -> Result<TaggedPacket, TaggedPacket> {
+        // Reports generated on a timeout wait here, and go out before what follows them.
+        if !self.write_queue.is_empty() {
+            return Err(msg);
+        }
+        self.observe_write(&msg);
+        Ok(msg)
+    }
+
     fn bind_local_stream(&mut self, info: &StreamInfo) {
         let stream = SenderStream::new(info.ssrc, info.clock_rate, self.use_latest_packet);
         self.streams.insert(info.ssrc, stream);

@@ -2766,7 +2766,7 @@ mod tests {
         pc.dtls_transport_mut().dtls_role = RTCDtlsRole::Client;
         pc.sctp_transport_mut()
             .sctp_associations
-            .insert(AssociationHandle(0), sctp::Association::default());
+            .insert(AssociationHandle(0), Box::default());
 
         let _dc = pc.create_data_channel("test", None).unwrap();
 
@@ -2798,7 +2798,7 @@ mod tests {
             .unwrap();
         pc.sctp_transport_mut()
             .sctp_associations
-            .insert(AssociationHandle(0), sctp::Association::default());
+            .insert(AssociationHandle(0), Box::default());
 
         let dc = pc.create_data_channel("test", None).unwrap();
         let id = dc.id();

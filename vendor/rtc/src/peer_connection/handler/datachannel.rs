@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_released;
+use crate::peer_connection::handler::{InPlace, pop_released};
 use crate::data_channel::RTCDataChannelId;
 use crate::data_channel::internal::RTCDataChannelInternal;
 use crate::data_channel::message::RTCDataChannelMessage;
@@ -152,6 +152,9 @@ impl<'a> DataChannelHandler<'a> {
         Ok(())
     }
 }
+
+/// voice-edge patch: takes nothing in place (see [`InPlace`]).
+impl InPlace<TaggedRTCMessageInternal> for DataChannelHandler<'_> {}
 
 impl<'a>
     sansio::Protocol<TaggedRTCMessageInternal, TaggedRTCMessageInternal, TaggedRTCEventInternal>

@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::{InPlace, Passage, pop_released, pop_trimmed};
 use crate::peer_connection::event::TaggedRTCEventInternal;
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, RTPMessage, STUNMessage, TaggedRTCMessageInternal,
@@ -75,6 +75,42 @@ impl<'a> DemuxerHandler<'a> {
     }
 }
 
+/// voice-edge patch: a datagram leaves in place (see [`InPlace`]).
+impl InPlace<TaggedRTCMessageInternal> for DemuxerHandler<'_> {
+    fn write_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        if !self.ctx.write_outs.is_empty() {
+            return Passage::Declined(msg);
+        }
+        Passage::Taken(Ok(self.raw_out(msg)))
+    }
+}
+
+impl DemuxerHandler<'_> {
+    /// voice-edge patch: `msg` as the raw datagram it leaves as, counted, or `None` (logged)
+    /// if it is not one; `handle_write`'s body, shared with `write_in_place`.
+    fn raw_out(&mut self, msg: TaggedRTCMessageInternal) -> Option<TaggedRTCMessageInternal> {
+        match msg.message {
+            RTCMessageInternal::Raw(message)
+            | RTCMessageInternal::Stun(STUNMessage::Raw(message))
+            | RTCMessageInternal::Dtls(DTLSMessage::Raw(message))
+            | RTCMessageInternal::Rtp(RTPMessage::Raw(message)) => {
+                // Update transport stats for sent packet
+                self.stats.transport.on_packet_sent(message.len());
+
+                Some(TaggedRTCMessageInternal {
+                    now: msg.now,
+                    transport: msg.transport,
+                    message: RTCMessageInternal::Raw(message),
+                })
+            }
+            _ => {
+                debug!("drop non-RAW packet {:?}", msg.message);
+                None
+            }
+        }
+    }
+}
+
 impl<'a>
     sansio::Protocol<TaggedRTCMessageInternal, TaggedRTCMessageInternal, TaggedRTCEventInternal>
     for DemuxerHandler<'a>
@@ -122,23 +158,8 @@ impl<'a>
     }
 
     fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<(), Self::Error> {
-        match msg.message {
-            RTCMessageInternal::Raw(message)
-            | RTCMessageInternal::Stun(STUNMessage::Raw(message))
-            | RTCMessageInternal::Dtls(DTLSMessage::Raw(message))
-            | RTCMessageInternal::Rtp(RTPMessage::Raw(message)) => {
-                // Update transport stats for sent packet
-                self.stats.transport.on_packet_sent(message.len());
-
-                self.ctx.write_outs.push_back(TaggedRTCMessageInternal {
-                    now: msg.now,
-                    transport: msg.transport,
-                    message: RTCMessageInternal::Raw(message),
-                });
-            }
-            _ => {
-                debug!("drop non-RAW packet {:?}", msg.message);
-            }
+        if let Some(msg) = self.raw_out(msg) {
+            self.ctx.write_outs.push_back(msg);
         }
         Ok(())
     }

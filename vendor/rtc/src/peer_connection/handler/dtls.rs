@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_released;
+use crate::peer_connection::handler::{InPlace, pop_released};
 use crate::peer_connection::configuration::setting_engine::ReplayProtection;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
@@ -189,6 +189,9 @@ impl<'a> DtlsHandler<'a> {
         Ok(())
     }
 }
+
+/// voice-edge patch: takes nothing in place (see [`InPlace`]).
+impl InPlace<TaggedRTCMessageInternal> for DtlsHandler<'_> {}
 
 impl<'a>
     sansio::Protocol<TaggedRTCMessageInternal, TaggedRTCMessageInternal, TaggedRTCEventInternal>

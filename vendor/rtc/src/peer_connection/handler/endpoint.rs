@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::{InPlace, Passage, pop_released, pop_trimmed};
 use crate::data_channel::RTCDataChannelId;
 use crate::data_channel::message::RTCDataChannelMessage;
 use crate::peer_connection::event::RTCPeerConnectionEvent;
@@ -57,6 +57,20 @@ impl<'a> EndpointHandler<'a> {
 }
 
 // Implement Protocol trait for message processing
+/// voice-edge patch: RTP reaches its track in place (see [`InPlace`]).
+impl InPlace<TaggedRTCMessageInternal> for EndpointHandler<'_> {
+    fn read_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        match msg.message {
+            RTCMessageInternal::Rtp(RTPMessage::Packet(Packet::Rtp(packet)))
+                if self.ctx.read_outs.is_empty() =>
+            {
+                Passage::Taken(Ok(self.rtp_to_track(msg.now, msg.transport, packet)))
+            }
+            message => Passage::Declined(TaggedRTCMessageInternal { message, ..msg }),
+        }
+    }
+}
+
 impl<'a>
     sansio::Protocol<TaggedRTCMessageInternal, TaggedRTCMessageInternal, TaggedRTCEventInternal>
     for EndpointHandler<'a>
@@ -147,8 +161,22 @@ impl<'a> EndpointHandler<'a> {
         &mut self,
         now: Instant,
         transport_context: TransportContext,
-        mut rtp_packet: rtp::Packet,
+        rtp_packet: rtp::Packet,
     ) -> Result<()> {
+        if let Some(msg) = self.rtp_to_track(now, transport_context, rtp_packet) {
+            self.ctx.read_outs.push_back(msg);
+        }
+        Ok(())
+    }
+
+    /// voice-edge patch: an RTP packet as its track's message to the application, if a track
+    /// has it; `handle_rtp_message`'s body, shared with `read_in_place`.
+    fn rtp_to_track(
+        &mut self,
+        now: Instant,
+        transport_context: TransportContext,
+        mut rtp_packet: rtp::Packet,
+    ) -> Option<TaggedRTCMessageInternal> {
         debug!("handle_rtp_message {}", transport_context.peer_addr);
 
         // RFC 4588: if this packet belongs to a retransmission (RTX) stream,
@@ -170,7 +198,7 @@ impl<'a> EndpointHandler<'a> {
                     "drop rtx packet ssrc = {} without OSN payload",
                     rtp_packet.header.ssrc
                 );
-                return Ok(());
+                return None;
             }
         }
 
@@ -186,18 +214,18 @@ impl<'a> EndpointHandler<'a> {
                 );
             }
 
-            self.ctx.read_outs.push_back(TaggedRTCMessageInternal {
+            Some(TaggedRTCMessageInternal {
                 now,
                 transport: transport_context,
                 message: RTCMessageInternal::Rtp(RTPMessage::TrackPacket(TrackPacket {
                     track_id,
                     packet: Packet::Rtp(rtp_packet),
                 })),
-            });
+            })
         } else {
             debug!("drop rtp packet ssrc = {}", ssrc);
+            None
         }
-        Ok(())
     }
 
     fn handle_rtcp_message(

@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::{InPlace, Passage, pop_released, pop_trimmed};
 use crate::peer_connection::event::RTCPeerConnectionEvent;
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
@@ -55,6 +55,56 @@ impl<'a> IceHandler<'a> {
 
     pub(crate) fn name(&self) -> &'static str {
         "IceHandler"
+    }
+
+    /// voice-edge patch: `msg` addressed from and to the selected pair and counted on it, or
+    /// `None` before a pair is selected; `handle_write`'s body, shared with `write_in_place`.
+    fn stamp_selected_pair(
+        &mut self,
+        mut msg: TaggedRTCMessageInternal,
+    ) -> Option<TaggedRTCMessageInternal> {
+        if let Some((local, remote)) = self.ctx.ice_transport.agent.get_selected_candidate_pair() {
+            // use ICE selected candidate pair to replace local/peer addr and
+            // transport protocol: DTLS/SCTP endpoints run on placeholder
+            // transport contexts, so without the protocol rewrite their
+            // transmits stay stamped UDP even when the selected pair is TCP,
+            // and consumers routing poll_write() output by transport_protocol
+            // send every non-STUN packet down the wrong transport.
+            // Use the local candidate's base address: for (server/peer-)
+            // reflexive candidates the candidate address is the NAT mapping,
+            // not a bound local socket (RFC 8445 §5.1.1).
+            msg.transport.local_addr = local.base_addr();
+            msg.transport.peer_addr = remote.addr();
+            msg.transport.transport_protocol = local.network_type().to_protocol();
+            debug!("Bypass ice write {:?}", msg.transport.peer_addr);
+
+            // Track packets/bytes sent on the selected candidate pair. Look the
+            // accumulator up via the cached key to avoid allocating it per packet.
+            let bytes = msg.message.len();
+            if let Some(key) = &self.ctx.selected_pair_key
+                && let Some(pair) = self.stats.ice_candidate_pairs.get_mut(key)
+            {
+                pair.on_packet_sent(bytes, msg.now);
+            }
+
+            Some(msg)
+        } else {
+            trace!(
+                "drop message from {:?} to {:?} before ICE connection is connected",
+                msg.transport.local_addr, msg.transport.peer_addr,
+            );
+            None
+        }
+    }
+}
+
+/// voice-edge patch: a datagram goes out on the selected pair in place (see [`InPlace`]).
+impl InPlace<TaggedRTCMessageInternal> for IceHandler<'_> {
+    fn write_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        if !self.ctx.write_outs.is_empty() {
+            return Passage::Declined(msg);
+        }
+        Passage::Taken(Ok(self.stamp_selected_pair(msg)))
     }
 }
 
@@ -114,39 +164,10 @@ impl<'a>
         pop_released(&mut self.ctx.read_outs)
     }
 
-    fn handle_write(&mut self, mut msg: TaggedRTCMessageInternal) -> Result<()> {
-        if let Some((local, remote)) = self.ctx.ice_transport.agent.get_selected_candidate_pair() {
-            // use ICE selected candidate pair to replace local/peer addr and
-            // transport protocol: DTLS/SCTP endpoints run on placeholder
-            // transport contexts, so without the protocol rewrite their
-            // transmits stay stamped UDP even when the selected pair is TCP,
-            // and consumers routing poll_write() output by transport_protocol
-            // send every non-STUN packet down the wrong transport.
-            // Use the local candidate's base address: for (server/peer-)
-            // reflexive candidates the candidate address is the NAT mapping,
-            // not a bound local socket (RFC 8445 §5.1.1).
-            msg.transport.local_addr = local.base_addr();
-            msg.transport.peer_addr = remote.addr();
-            msg.transport.transport_protocol = local.network_type().to_protocol();
-            debug!("Bypass ice write {:?}", msg.transport.peer_addr);
-
-            // Track packets/bytes sent on the selected candidate pair. Look the
-            // accumulator up via the cached key to avoid allocating it per packet.
-            let bytes = msg.message.len();
-            if let Some(key) = &self.ctx.selected_pair_key
-                && let Some(pair) = self.stats.ice_candidate_pairs.get_mut(key)
-            {
-                pair.on_packet_sent(bytes, msg.now);
-            }
-
+    fn handle_write(&mut self, msg: TaggedRTCMessageInternal) -> Result<()> {
+        if let Some(msg) = self.stamp_selected_pair(msg) {
             self.ctx.write_outs.push_back(msg);
-        } else {
-            trace!(
-                "drop message from {:?} to {:?} before ICE connection is connected",
-                msg.transport.local_addr, msg.transport.peer_addr,
-            );
         }
-
         Ok(())
     }
 

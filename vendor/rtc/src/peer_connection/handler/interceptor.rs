@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::{InPlace, Passage, pop_released, pop_trimmed};
 use crate::media_stream::track::MediaStreamTrackId;
 use crate::peer_connection::configuration::media_engine::MediaEngine;
 use crate::peer_connection::event::RTCPeerConnectionEvent;
@@ -66,6 +66,80 @@ impl<'a> InterceptorHandler<'a> {
 
     pub(crate) fn name(&self) -> &'static str {
         "InterceptorHandler"
+    }
+
+    /// voice-edge patch: the next packet out of the chain on its way in that means something
+    /// to the handlers beyond it; the body of `poll_read`'s loop, shared with `read_in_place`.
+    fn next_read_from_chain(&mut self) -> Option<TaggedRTCMessageInternal> {
+        while let Some(packet) = self.interceptor.poll_read() {
+            // Attributes are how information crosses interceptors, and this is where the ones
+            // that mean something beyond the chain are recorded. The estimate reaches the
+            // application through `get_stats` rather than through an event of its own: it is
+            // one more number about the send side, and it belongs with the rest of them.
+            for attribute in &packet.message.attributes {
+                if let Attribute::TargetBitrateChanged { bits_per_second } = attribute {
+                    // The estimate is one number for the connection, while `target_bitrate` is
+                    // reported per outbound stream — with a single stream they are the same
+                    // thing. Splitting one estimate across simulcast layers is an allocation
+                    // problem, and belongs wherever that allocation is made rather than here.
+                    for stream in self.stats.outbound_rtp_streams.values_mut() {
+                        stream.target_bitrate = *bits_per_second;
+                    }
+                }
+            }
+
+            // An empty RTCP packet is an attribute carrier, not a message: the terminus strips
+            // an annotated report down to this so its attributes can reach here. Its work is
+            // done, and surfacing it would hand the application a packet with nothing in it.
+            if matches!(&packet.message.packet, Packet::Rtcp(packets) if packets.is_empty()) {
+                continue;
+            }
+
+            if let Packet::Rtcp(rtcp_packet) = &packet.message.packet {
+                trace!("Interceptor forwarded a RTCP packet {:?}", rtcp_packet);
+            }
+
+            return Some(TaggedRTCMessageInternal {
+                now: packet.now,
+                transport: packet.transport,
+                message: RTCMessageInternal::Rtp(RTPMessage::Packet(packet.message.packet)),
+            });
+        }
+        None
+    }
+
+    /// voice-edge patch: the next packet out of the chain on its way out, counted in the stats;
+    /// the body of `poll_write`'s loop, shared with `write_in_place`.
+    fn next_write_from_chain(&mut self) -> Option<TaggedRTCMessageInternal> {
+        let packet = self.interceptor.poll_write()?;
+        // Process outgoing packets for stats
+        match &packet.message.packet {
+            Packet::Rtcp(rtcp_packets) => {
+                self.process_write_rtcp_for_stats(rtcp_packets);
+            }
+            Packet::Rtp(rtp_packet) => {
+                // Track outbound RTP stats if the stream accumulator exists
+                let ssrc = rtp_packet.header.ssrc;
+                let payload_bytes = rtp_packet.payload.len();
+                self.stats.on_rtx_packet_sent_if_rtx(ssrc, payload_bytes);
+
+                if let Some(stream) = self.stats.outbound_rtp_streams.get_mut(&ssrc) {
+                    stream.on_rtp_sent(
+                        rtp_packet.header.marshal_size(),
+                        payload_bytes,
+                        packet.now,
+                    );
+                }
+            }
+            _ => {}
+        }
+
+        trace!("interceptor write {:?}", packet.transport.peer_addr);
+        Some(TaggedRTCMessageInternal {
+            now: packet.now,
+            transport: packet.transport,
+            message: RTCMessageInternal::Rtp(RTPMessage::Packet(packet.message.packet)),
+        })
     }
 
     /// Process incoming RTCP packets and update stats
@@ -736,6 +810,38 @@ impl<'a> InterceptorHandler<'a> {
     }
 }
 
+/// voice-edge patch: RTP and RTCP cross the chain in place (see [`InPlace`]) once DTLS is up;
+/// the first packet out comes back directly, any further ones wait in the chain for `poll_*`.
+impl InPlace<TaggedRTCMessageInternal> for InterceptorHandler<'_> {
+    fn read_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        if !(self.ctx.is_dtls_handshake_complete
+            && self.ctx.read_outs.is_empty()
+            && matches!(msg.message, RTCMessageInternal::Rtp(RTPMessage::Packet(_))))
+        {
+            return Passage::Declined(msg);
+        }
+        use sansio::Protocol;
+        Passage::Taken(
+            self.handle_read(msg)
+                .map(|()| self.next_read_from_chain()),
+        )
+    }
+
+    fn write_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        if !(self.ctx.is_dtls_handshake_complete
+            && self.ctx.write_outs.is_empty()
+            && matches!(msg.message, RTCMessageInternal::Rtp(RTPMessage::Packet(_))))
+        {
+            return Passage::Declined(msg);
+        }
+        use sansio::Protocol;
+        Passage::Taken(
+            self.handle_write(msg)
+                .map(|()| self.next_write_from_chain()),
+        )
+    }
+}
+
 impl<'a>
     sansio::Protocol<TaggedRTCMessageInternal, TaggedRTCMessageInternal, TaggedRTCEventInternal>
     for InterceptorHandler<'a>
@@ -789,39 +895,8 @@ impl<'a>
 
     fn poll_read(&mut self) -> Option<Self::Rout> {
         if self.ctx.is_dtls_handshake_complete {
-            while let Some(packet) = self.interceptor.poll_read() {
-                // Attributes are how information crosses interceptors, and this is where the ones
-                // that mean something beyond the chain are recorded. The estimate reaches the
-                // application through `get_stats` rather than through an event of its own: it is
-                // one more number about the send side, and it belongs with the rest of them.
-                for attribute in &packet.message.attributes {
-                    if let Attribute::TargetBitrateChanged { bits_per_second } = attribute {
-                        // The estimate is one number for the connection, while `target_bitrate` is
-                        // reported per outbound stream — with a single stream they are the same
-                        // thing. Splitting one estimate across simulcast layers is an allocation
-                        // problem, and belongs wherever that allocation is made rather than here.
-                        for stream in self.stats.outbound_rtp_streams.values_mut() {
-                            stream.target_bitrate = *bits_per_second;
-                        }
-                    }
-                }
-
-                // An empty RTCP packet is an attribute carrier, not a message: the terminus strips
-                // an annotated report down to this so its attributes can reach here. Its work is
-                // done, and surfacing it would hand the application a packet with nothing in it.
-                if matches!(&packet.message.packet, Packet::Rtcp(packets) if packets.is_empty()) {
-                    continue;
-                }
-
-                if let Packet::Rtcp(rtcp_packet) = &packet.message.packet {
-                    trace!("Interceptor forwarded a RTCP packet {:?}", rtcp_packet);
-                }
-
-                self.ctx.read_outs.push_back(TaggedRTCMessageInternal {
-                    now: packet.now,
-                    transport: packet.transport,
-                    message: RTCMessageInternal::Rtp(RTPMessage::Packet(packet.message.packet)),
-                });
+            while let Some(msg) = self.next_read_from_chain() {
+                self.ctx.read_outs.push_back(msg);
             }
         }
 
@@ -846,35 +921,8 @@ impl<'a>
 
     fn poll_write(&mut self) -> Option<Self::Wout> {
         if self.ctx.is_dtls_handshake_complete {
-            while let Some(packet) = self.interceptor.poll_write() {
-                // Process outgoing packets for stats
-                match &packet.message.packet {
-                    Packet::Rtcp(rtcp_packets) => {
-                        self.process_write_rtcp_for_stats(rtcp_packets);
-                    }
-                    Packet::Rtp(rtp_packet) => {
-                        // Track outbound RTP stats if the stream accumulator exists
-                        let ssrc = rtp_packet.header.ssrc;
-                        let payload_bytes = rtp_packet.payload.len();
-                        self.stats.on_rtx_packet_sent_if_rtx(ssrc, payload_bytes);
-
-                        if let Some(stream) = self.stats.outbound_rtp_streams.get_mut(&ssrc) {
-                            stream.on_rtp_sent(
-                                rtp_packet.header.marshal_size(),
-                                payload_bytes,
-                                packet.now,
-                            );
-                        }
-                    }
-                    _ => {}
-                }
-
-                self.ctx.write_outs.push_back(TaggedRTCMessageInternal {
-                    now: packet.now,
-                    transport: packet.transport,
-                    message: RTCMessageInternal::Rtp(RTPMessage::Packet(packet.message.packet)),
-                });
-                trace!("interceptor write {:?}", packet.transport.peer_addr);
+            while let Some(msg) = self.next_write_from_chain() {
+                self.ctx.write_outs.push_back(msg);
             }
         }
 

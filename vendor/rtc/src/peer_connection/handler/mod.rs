@@ -111,6 +111,49 @@ impl<T> Belt<T> {
     fn pop_front(&mut self) -> Option<T> {
         self.first.take().or_else(|| self.rest.pop_front())
     }
+
+    fn extend(&mut self, message: Option<T>) {
+        if let Some(message) = message {
+            self.push_back(message);
+        }
+    }
+
+    /// The belt's message if it holds exactly one, which is then taken off.
+    fn take_only(&mut self) -> Option<T> {
+        if self.rest.is_empty() {
+            self.first.take()
+        } else {
+            None
+        }
+    }
+}
+
+/// voice-edge patch: what a handler did with the one message offered to it in place.
+pub(crate) enum Passage<T> {
+    /// Handled without the handler's queue: what it passes on now, if anything.
+    Taken(Result<Option<T>, Error>),
+    /// Not this handler's to take in place: `handle_*` and `poll_*` as usual.
+    Declined(T),
+}
+
+/// voice-edge patch: a handler that can take a message and hand on what it makes of it
+/// directly, without a push onto its queue and a pop off it.
+///
+/// Why: media crosses the SRTP, interceptor, endpoint and ICE handlers one message at a time,
+/// and each hop through a queue moved the ~220-byte message twice (perf, 1,000 echoing calls:
+/// `memmove` was an eighth of the server's CPU). A handler takes a message in place only while
+/// its own queue in that direction is empty, so nothing overtakes a message queued before it;
+/// after a take its `poll_*` still runs, so what it generated on its own (an ICE agent's
+/// checks, a second packet out of the interceptor chain) follows as before. The default
+/// declines, which is the pipeline as it was.
+pub(crate) trait InPlace<T> {
+    fn read_in_place(&mut self, msg: T) -> Passage<T> {
+        Passage::Declined(msg)
+    }
+
+    fn write_in_place(&mut self, msg: T) -> Passage<T> {
+        Passage::Declined(msg)
+    }
 }
 
 /// Forward handler list - invokes callback with handler list
@@ -152,14 +195,31 @@ macro_rules! process_handler_list {
 /// is handed what the belt holds, then what it puts out goes onto the belt for the next. The
 /// whole pipeline's sweeps and the media path's shorter ones (`read_media`, `flush_writes`) are
 /// the same walk over different stretches.
+///
+/// A belt holding one message offers it to the handler in place first (see [`InPlace`]).
 macro_rules! read_through {
     ($self:expr, $belt:ident, [$($getter:ident),+]) => {
         process_handler_list!(call_macro: process_handler!($self, handler, {
+            let mut passed = None;
+            if let Some(only) = $belt.take_only() {
+                match InPlace::read_in_place(&mut handler, only) {
+                    Passage::Taken(Ok(out)) => passed = out,
+                    Passage::Taken(Err(err)) => {
+                        warn!("{}.handle_read got error: {}", handler.name(), err);
+                    }
+                    Passage::Declined(only) => {
+                        if let Err(err) = handler.handle_read(only) {
+                            warn!("{}.handle_read got error: {}", handler.name(), err);
+                        }
+                    }
+                }
+            }
             while let Some(msg) = $belt.pop_front() {
                 if let Err(err) = handler.handle_read(msg) {
                     warn!("{}.handle_read got error: {}", handler.name(), err);
                 }
             }
+            $belt.extend(passed);
             while let Some(msg) = handler.poll_read() {
                 $belt.push_back(msg);
             }
@@ -171,11 +231,26 @@ macro_rules! read_through {
 macro_rules! write_through {
     ($self:expr, $belt:ident, [$($getter:ident),+]) => {
         process_handler_list!(call_macro: process_handler!($self, handler, {
+            let mut passed = None;
+            if let Some(only) = $belt.take_only() {
+                match InPlace::write_in_place(&mut handler, only) {
+                    Passage::Taken(Ok(out)) => passed = out,
+                    Passage::Taken(Err(err)) => {
+                        warn!("{}.handle_write got error: {}", handler.name(), err);
+                    }
+                    Passage::Declined(only) => {
+                        if let Err(err) = handler.handle_write(only) {
+                            warn!("{}.handle_write got error: {}", handler.name(), err);
+                        }
+                    }
+                }
+            }
             while let Some(msg) = $belt.pop_front() {
                 if let Err(err) = handler.handle_write(msg) {
                     warn!("{}.handle_write got error: {}", handler.name(), err);
                 }
             }
+            $belt.extend(passed);
             while let Some(msg) = handler.poll_write() {
                 $belt.push_back(msg);
             }

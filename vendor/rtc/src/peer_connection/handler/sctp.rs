@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::pop_released;
+use crate::peer_connection::handler::{InPlace, pop_released};
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
     DTLSMessage, RTCMessageInternal, TaggedRTCMessageInternal,
@@ -318,6 +318,9 @@ enum SctpMessage {
     Inbound(DataChannelMessage),
     Outbound(TransportMessage<Payload>),
 }
+
+/// voice-edge patch: takes nothing in place (see [`InPlace`]).
+impl InPlace<TaggedRTCMessageInternal> for SctpHandler<'_> {}
 
 impl<'a>
     sansio::Protocol<TaggedRTCMessageInternal, TaggedRTCMessageInternal, TaggedRTCEventInternal>

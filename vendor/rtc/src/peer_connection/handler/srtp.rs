@@ -1,4 +1,4 @@
-use crate::peer_connection::handler::{pop_released, pop_trimmed};
+use crate::peer_connection::handler::{InPlace, Passage, pop_released, pop_trimmed};
 use crate::peer_connection::event::{RTCEventInternal, TaggedRTCEventInternal};
 use crate::peer_connection::message::internal::{
     RTCMessageInternal, RTPMessage, TaggedRTCMessageInternal,
@@ -35,6 +35,53 @@ impl<'a> SrtpHandler<'a> {
 
     pub(crate) fn name(&self) -> &'static str {
         "SrtpHandler"
+    }
+}
+
+/// voice-edge patch: SRTP decrypted and RTP encrypted in place (see [`InPlace`]); SRTCP, RTCP
+/// and everything passed through take the queues.
+impl InPlace<TaggedRTCMessageInternal> for SrtpHandler<'_> {
+    fn read_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        let (RTCMessageInternal::Rtp(RTPMessage::Raw(message)), true, Some(context)) = (
+            &msg.message,
+            self.ctx.read_outs.is_empty(),
+            self.ctx.remote_srtp_context.as_mut(),
+        ) else {
+            return Passage::Declined(msg);
+        };
+        if is_rtcp(message) {
+            return Passage::Declined(msg);
+        }
+        let packet = context
+            .decrypt_rtp(message)
+            .and_then(|mut decrypted| rtp::Packet::unmarshal(&mut decrypted));
+        Passage::Taken(packet.map(|packet| {
+            Some(TaggedRTCMessageInternal {
+                now: msg.now,
+                transport: msg.transport,
+                message: RTCMessageInternal::Rtp(RTPMessage::Packet(Packet::Rtp(packet))),
+            })
+        }))
+    }
+
+    fn write_in_place(&mut self, msg: TaggedRTCMessageInternal) -> Passage<TaggedRTCMessageInternal> {
+        let (RTCMessageInternal::Rtp(RTPMessage::Packet(Packet::Rtp(packet))), true, Some(context)) = (
+            &msg.message,
+            self.ctx.write_outs.is_empty(),
+            self.ctx.local_srtp_context.as_mut(),
+        ) else {
+            return Passage::Declined(msg);
+        };
+        let encrypted = packet
+            .marshal()
+            .and_then(|plain| context.encrypt_rtp_with_header(&plain, &packet.header));
+        Passage::Taken(encrypted.map(|encrypted| {
+            Some(TaggedRTCMessageInternal {
+                now: msg.now,
+                transport: msg.transport,
+                message: RTCMessageInternal::Rtp(RTPMessage::Raw(encrypted)),
+            })
+        }))
     }
 }
 

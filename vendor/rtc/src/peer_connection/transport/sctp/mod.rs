@@ -335,7 +335,7 @@ mod tests {
         );
         transport
             .sctp_associations
-            .insert(AssociationHandle(0), Association::default());
+            .insert(AssociationHandle(0), Box::default());
         assert_eq!(RTCSctpTransportState::Closed, transport.state());
         assert_eq!(
             None,
