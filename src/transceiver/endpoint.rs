@@ -542,10 +542,18 @@ impl Endpoint {
             },
             message: BytesMut::from(payload),
         };
+        // RFC 7983: 128–191 is RTP or RTCP. Once connected, the stack takes it through its
+        // media handlers only (see `Session::drive_media`).
+        let media =
+            matches!(payload.first(), Some(128..=191)) && s.state == SessionState::Connected;
         if let Some(Err(e)) = self.isolate(now, key, |s| s.pc.handle_read(msg)) {
             log::debug!("{key}: handle_read: {e}");
         }
-        self.after_input(key, now);
+        if media {
+            self.after_media(key, now);
+        } else {
+            self.after_input(key, now);
+        }
     }
 
     fn lookup_ufrag(&self, ufrag: &[u8]) -> Option<CallKey> {
@@ -563,9 +571,33 @@ impl Endpoint {
             drain_session(key, s, &mut transmits);
         });
         self.transmits = transmits;
-        if driven.is_none() {
-            return;
+        if driven.is_some() {
+            self.after_drive(key, now);
         }
+    }
+
+    /// [`after_input`](Self::after_input) for a media datagram on a connected call: the
+    /// session's media round, and its datagrams taken from the stack's one sweep (nothing else
+    /// reached the stack in between, so a second sweep would find nothing).
+    fn after_media(&mut self, key: CallKey, now: Instant) {
+        let mut transmits = std::mem::take(&mut self.transmits);
+        let driven = self.isolate(now, key, |s| {
+            if s.drive_media(now) {
+                drain_media(key, s, &mut transmits);
+            } else {
+                s.drive(now);
+                drain_session(key, s, &mut transmits);
+            }
+        });
+        self.transmits = transmits;
+        if driven.is_some() {
+            self.after_drive(key, now);
+        }
+    }
+
+    /// What follows a session's round: its timings recorded, its jobs queued, and it ended or
+    /// rescheduled.
+    fn after_drive(&mut self, key: CallKey, now: Instant) {
         let Some(s) = self.sessions.get_mut(&key) else {
             return;
         };
@@ -962,35 +994,50 @@ fn via_relay(
 
 fn drain_session(key: CallKey, s: &mut Session, out: &mut VecDeque<Transmit>) {
     while let Some(w) = s.pc.poll_write() {
-        if let Some(m) = s.pending_move
-            && is_binding_success(&w.message, &m.txid)
-        {
-            if s.client.is_some_and(|c| c != m.client) {
-                log::info!("{}: client moved {:?} -> {}", s.call_id, s.client, m.client);
-            }
-            if let Some(old) = s.client.replace(m.client)
-                && old != m.client
-            {
-                s.aliases.push(old);
-            }
-            s.aliases.retain(|a| *a != m.client);
-            s.via = m.via;
-            s.pending_move = None;
-        }
-        let peer = s.client.unwrap_or(w.transport.peer_addr);
-        s.counters.packets_out += 1;
-        s.counters.bytes_out += w.message.len() as u64;
-        let t = match s.via {
-            Some((relay, ingress)) => via_relay(key, relay, ingress, peer, w.message),
-            None => Transmit {
-                call: key,
-                to: peer,
-                link: None,
-                payload: w.message,
-            },
-        };
-        out.push_back(t);
+        transmit(key, s, w, out);
     }
+}
+
+/// [`drain_session`] after a media round: one sweep, then what it queued (see
+/// `RTCPeerConnection::poll_swept_write`).
+fn drain_media(key: CallKey, s: &mut Session, out: &mut VecDeque<Transmit>) {
+    let mut next = s.pc.poll_write();
+    while let Some(w) = next {
+        transmit(key, s, w, out);
+        next = s.pc.poll_swept_write();
+    }
+}
+
+/// One datagram the stack put out, addressed to the client (through its relay, if any).
+fn transmit(key: CallKey, s: &mut Session, w: TaggedBytesMut, out: &mut VecDeque<Transmit>) {
+    if let Some(m) = s.pending_move
+        && is_binding_success(&w.message, &m.txid)
+    {
+        if s.client.is_some_and(|c| c != m.client) {
+            log::info!("{}: client moved {:?} -> {}", s.call_id, s.client, m.client);
+        }
+        if let Some(old) = s.client.replace(m.client)
+            && old != m.client
+        {
+            s.aliases.push(old);
+        }
+        s.aliases.retain(|a| *a != m.client);
+        s.via = m.via;
+        s.pending_move = None;
+    }
+    let peer = s.client.unwrap_or(w.transport.peer_addr);
+    s.counters.packets_out += 1;
+    s.counters.bytes_out += w.message.len() as u64;
+    let t = match s.via {
+        Some((relay, ingress)) => via_relay(key, relay, ingress, peer, w.message),
+        None => Transmit {
+            call: key,
+            to: peer,
+            link: None,
+            payload: w.message,
+        },
+    };
+    out.push_back(t);
 }
 
 #[cfg(test)]
