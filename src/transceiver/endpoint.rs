@@ -549,11 +549,7 @@ impl Endpoint {
         if let Some(Err(e)) = self.isolate(now, key, |s| s.pc.handle_read(msg)) {
             log::debug!("{key}: handle_read: {e}");
         }
-        if media {
-            self.after_media(key, now);
-        } else {
-            self.after_input(key, now);
-        }
+        self.after_input(key, now, media);
     }
 
     fn lookup_ufrag(&self, ufrag: &[u8]) -> Option<CallKey> {
@@ -562,27 +558,15 @@ impl Endpoint {
             .and_then(|u| self.by_ufrag.get(u).copied())
     }
 
-    /// Runs a session after it was given input: drive, flush, reschedule.
-    fn after_input(&mut self, key: CallKey, now: Instant) {
+    /// Runs a session after it was given input: drive, flush, reschedule. `media`: the input
+    /// was a media datagram on a connected call, which takes the session's media round and
+    /// the stack's one sweep (`Session::drive_media`, `drain_media`) unless the call put out
+    /// more than audio.
+    fn after_input(&mut self, key: CallKey, now: Instant, media: bool) {
         // Taken out for the closure; a panicking call queues nothing (see `end_session`).
         let mut transmits = std::mem::take(&mut self.transmits);
         let driven = self.isolate(now, key, |s| {
-            s.drive(now);
-            drain_session(key, s, &mut transmits);
-        });
-        self.transmits = transmits;
-        if driven.is_some() {
-            self.after_drive(key, now);
-        }
-    }
-
-    /// [`after_input`](Self::after_input) for a media datagram on a connected call: the
-    /// session's media round, and its datagrams taken from the stack's one sweep (nothing else
-    /// reached the stack in between, so a second sweep would find nothing).
-    fn after_media(&mut self, key: CallKey, now: Instant) {
-        let mut transmits = std::mem::take(&mut self.transmits);
-        let driven = self.isolate(now, key, |s| {
-            if s.drive_media(now) {
+            if media && s.drive_media(now) {
                 drain_media(key, s, &mut transmits);
             } else {
                 s.drive(now);
@@ -660,7 +644,7 @@ impl Endpoint {
             self.timer_lag.record(now - t);
             self.max_timer_lag = self.max_timer_lag.max(now - t);
             self.isolate(now, key, |s| s.handle_timeout(now));
-            self.after_input(key, now);
+            self.after_input(key, now, false);
         }
     }
 
@@ -802,7 +786,7 @@ impl Endpoint {
         self.connecting += 1;
         self.by_ufrag.insert(ufrag, key);
         self.by_call.insert(call_id.clone(), key);
-        self.after_input(key, now);
+        self.after_input(key, now, false);
         log::info!(
             "call {call_id} on cluster {} transceiver {}.{} (candidate {})",
             self.cfg.cluster,
@@ -831,7 +815,7 @@ impl Endpoint {
     ) -> Option<R> {
         let key = *self.by_call.get(call_id)?;
         let r = self.isolate(now, key, f);
-        self.after_input(key, now);
+        self.after_input(key, now, false);
         r
     }
 
