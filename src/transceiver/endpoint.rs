@@ -542,10 +542,10 @@ impl Endpoint {
             },
             message: BytesMut::from(payload),
         };
-        // RFC 7983: 128–191 is RTP or RTCP. Once connected, the stack takes it through its
-        // media handlers only (see `Session::drive_media`).
-        let media =
-            matches!(payload.first(), Some(128..=191)) && s.state == SessionState::Connected;
+        // RTP or RTCP on a connected call: the stack takes it through its media handlers only
+        // (see `Session::drive_media`).
+        let media = payload.first().map(|&b| classify(b)) == Some(PacketKind::Rtp)
+            && s.state == SessionState::Connected;
         if let Some(Err(e)) = self.isolate(now, key, |s| s.pc.handle_read(msg)) {
             log::debug!("{key}: handle_read: {e}");
         }
