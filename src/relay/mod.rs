@@ -307,7 +307,7 @@ pub fn spawn_bound(cfg: RelayConfig, sockets: RelaySockets) -> anyhow::Result<Re
 
     let stop = Arc::new(AtomicBool::new(false));
     let sleepers = (0..publics.len())
-        .map(|_| crate::wakeup::Sleeper::new())
+        .map(|_| crate::wakeup::Sleeper::new().map(|s| s.paced(crate::wakeup::SERVER_LOOP_PACE)))
         .collect::<std::io::Result<Vec<_>>>()?;
     let wakers: Vec<_> = sleepers.iter().map(|s| s.waker()).collect();
     let shared = Arc::new(SharedFlows::new(cfg.max_flows, cfg.flow_idle));

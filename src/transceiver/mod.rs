@@ -601,7 +601,7 @@ pub fn spawn_in_process(
     let mut links = vec![];
     let mut threads = vec![];
     for (index, socket) in sockets.into_iter().enumerate() {
-        let sleeper = crate::wakeup::Sleeper::new()?;
+        let sleeper = crate::wakeup::Sleeper::new()?.paced(crate::wakeup::SERVER_LOOP_PACE);
         let (mailbox, inbox) = mailbox::mailbox(sleeper.waker());
         let load = admission::SharedLoad::default();
         let own = socket.local_addr()?;
