@@ -20,6 +20,7 @@ const FLOORS: &[&[&str]] = &[
         "media_address",
         "model",
         "background",
+        "heap_probe",
     ],
     // MCP requests, which run on a background runtime.
     &["mcp"],

@@ -152,3 +152,7 @@ pub mod fuzzing;
 /// The floors the modules above sit on, checked against their imports.
 #[cfg(test)]
 mod layers;
+
+/// The heap a part of a test keeps, counted by the test build's allocator.
+#[cfg(test)]
+mod heap_probe;
