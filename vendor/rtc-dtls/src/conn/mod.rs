@@ -109,6 +109,9 @@ pub struct DTLSConn {
     /// Reset on every `read`, unlike the sticky `handshake_rx`, so a completed association can tell
     /// an RFC 6347 §4.2.4 last-flight repeat from ordinary post-handshake application data.
     pub(crate) received_handshake_in_last_datagram: bool,
+    /// voice-edge: whether the handshake's leftovers are gone (see
+    /// [`DTLSConn::release_handshake_leftovers`]).
+    handshake_released: bool,
 }
 
 impl DTLSConn {
@@ -175,6 +178,7 @@ impl DTLSConn {
             retransmit: false,
             handshake_rx: None,
             received_handshake_in_last_datagram: false,
+            handshake_released: false,
         }
     }
 
@@ -463,6 +467,34 @@ impl DTLSConn {
         }
 
         Ok(fragmented_handshakes)
+    }
+
+    /// voice-edge: frees what only the handshake needed, once the peer's first application data
+    /// proves it has finished too. A peer sends application data only after it has verified our
+    /// Finished (or, for a client's peer, received our last flight), so it will never again
+    /// repeat its flight and ask for ours: the buffered flight, the transcript cache, the
+    /// fragment buffer and the send queues' spare room are dead weight, several KB per
+    /// association for as long as it lives. The ephemeral key pair and pre-master secret go too,
+    /// which also means a later memory disclosure cannot recover them. What the established
+    /// association uses (keys, epochs, replay windows, the peer's certificates) stays.
+    ///
+    /// A stray repeat of the peer's flight after this (reordered in the network) finds no
+    /// flight to send again, and is otherwise handled as before.
+    fn release_handshake_leftovers(&mut self) {
+        self.handshake_released = true;
+        self.flights = None;
+        self.cache = HandshakeCache::new();
+        self.fragment_buffer = FragmentBuffer::new();
+        self.outgoing_packets.shrink_to_fit();
+        self.outgoing_queued_packets.shrink_to_fit();
+        self.outgoing_compacted_raw_packets.shrink_to_fit();
+        self.incoming_encrypted_packets = VecDeque::new();
+        self.state.local_keypair = None;
+        self.state.pre_master_secret = Vec::new();
+        self.state.cookie = Vec::new();
+        self.state.local_certificates_verify = Vec::new();
+        self.state.local_verify_data = Vec::new();
+        self.state.local_key_signature = Vec::new();
     }
 
     pub(crate) fn set_handshake_completed(&mut self) {
@@ -842,6 +874,9 @@ impl DTLSConn {
                 self.replay_detector[h.epoch as usize].accept();
 
                 self.incoming_decrypted_packets.push_back(a.data);
+                if self.is_handshake_completed() && !self.handshake_released {
+                    self.release_handshake_leftovers();
+                }
             }
             _ => {
                 warn!(

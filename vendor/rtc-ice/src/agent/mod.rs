@@ -430,7 +430,7 @@ impl Agent {
             }
         }
 
-        self.local_candidates.push(c);
+        push_first_exact(&mut self.local_candidates, c);
         let local_index = self.local_candidates.len() - 1;
 
         for remote_index in 0..self.remote_candidates.len() {
@@ -500,7 +500,7 @@ impl Agent {
     fn trigger_request_connectivity_check(&mut self, remote_candidates: Vec<Candidate>) {
         for c in remote_candidates {
             if !self.remote_candidates.iter().any(|cand| cand.equal(&c)) {
-                self.remote_candidates.push(c);
+                push_first_exact(&mut self.remote_candidates, c);
                 let remote_index = self.remote_candidates.len() - 1;
 
                 for local_index in 0..self.local_candidates.len() {
@@ -1624,4 +1624,15 @@ impl Agent {
 
         best_pair_index
     }
+}
+
+/// voice-edge: pushes `c`, making room for it alone when the list is empty. A candidate is
+/// ~230 bytes and a Vec's first push makes room for four, yet most agents hold one local
+/// candidate (an ICE-lite server's one address) and often one remote: ~700 bytes each left
+/// unused for the whole call. A second push grows the list as before.
+fn push_first_exact(list: &mut Vec<Candidate>, c: Candidate) {
+    if list.capacity() == 0 {
+        list.reserve_exact(1);
+    }
+    list.push(c);
 }

@@ -22,7 +22,9 @@ use std::collections::HashMap;
 /// every event name a channel by handle, while SCTP hands us a stream id.
 #[derive(Default)]
 pub(crate) struct DataChannelRegistry {
-    channels: HashMap<RTCDataChannelId, RTCDataChannelInternal>,
+    /// voice-edge: boxed, as a one-call peer has one or two channels and a map makes room for
+    /// four: the spare slots cost a pointer each instead of a channel (~300 bytes).
+    channels: HashMap<RTCDataChannelId, Box<RTCDataChannelInternal>>,
 
     /// Wire stream id -> handle, for every channel that has been assigned one. Doubles as the
     /// authoritative "which stream ids are taken" set consulted when assigning new ones: it is
@@ -64,20 +66,20 @@ impl DataChannelRegistry {
         if let Some(stream_id) = data_channel.stream_id {
             self.by_stream.insert(stream_id, handle);
         }
-        self.channels.insert(handle, data_channel);
+        self.channels.insert(handle, Box::new(data_channel));
 
         handle
     }
 
     pub(crate) fn get(&self, handle: &RTCDataChannelId) -> Option<&RTCDataChannelInternal> {
-        self.channels.get(handle)
+        self.channels.get(handle).map(|c| &**c)
     }
 
     pub(crate) fn get_mut(
         &mut self,
         handle: &RTCDataChannelId,
     ) -> Option<&mut RTCDataChannelInternal> {
-        self.channels.get_mut(handle)
+        self.channels.get_mut(handle).map(|c| &mut **c)
     }
 
     pub(crate) fn contains(&self, handle: &RTCDataChannelId) -> bool {
@@ -90,7 +92,7 @@ impl DataChannelRegistry {
     }
 
     pub(crate) fn get_by_stream(&self, stream_id: &StreamId) -> Option<&RTCDataChannelInternal> {
-        self.channels.get(self.by_stream.get(stream_id)?)
+        self.channels.get(self.by_stream.get(stream_id)?).map(|c| &**c)
     }
 
     pub(crate) fn get_by_stream_mut(
@@ -98,7 +100,7 @@ impl DataChannelRegistry {
         stream_id: &StreamId,
     ) -> Option<&mut RTCDataChannelInternal> {
         let handle = *self.by_stream.get(stream_id)?;
-        self.channels.get_mut(&handle)
+        self.channels.get_mut(&handle).map(|c| &mut **c)
     }
 
     /// Removes the channel occupying `stream_id`, freeing that id for reuse.
@@ -107,7 +109,7 @@ impl DataChannelRegistry {
         stream_id: &StreamId,
     ) -> Option<RTCDataChannelInternal> {
         let handle = self.by_stream.remove(stream_id)?;
-        self.channels.remove(&handle)
+        self.channels.remove(&handle).map(|c| *c)
     }
 
     /// Whether `stream_id` is already claimed, by a channel of any origin.
@@ -208,17 +210,17 @@ impl DataChannelRegistry {
     }
 
     pub(crate) fn values(&self) -> impl Iterator<Item = &RTCDataChannelInternal> {
-        self.channels.values()
+        self.channels.values().map(|c| &**c)
     }
 
     pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut RTCDataChannelInternal> {
-        self.channels.values_mut()
+        self.channels.values_mut().map(|c| &mut **c)
     }
 
     /// Removes every channel, in handle order, freeing all stream ids.
     pub(crate) fn drain(&mut self) -> Vec<RTCDataChannelInternal> {
         self.by_stream.clear();
-        let mut channels: Vec<_> = self.channels.drain().map(|(_, channel)| channel).collect();
+        let mut channels: Vec<_> = self.channels.drain().map(|(_, channel)| *channel).collect();
         channels.sort_by_key(|channel| channel.id);
         channels
     }

@@ -443,7 +443,7 @@ impl RTCPeerConnection {
             Some(RTCSessionDescription {
                 sdp_type: sd.sdp_type,
                 sdp: parsed.marshal(),
-                parsed: Some(parsed),
+                parsed: Some(Box::new(parsed)),
             })
         } else {
             None
@@ -505,6 +505,10 @@ impl RTCPeerConnection {
 
                                     self.current_local_description = Some(sd.clone());
                                     self.current_remote_description = pending_remote_description;
+                                    // voice-edge: the answer is applied and its text now lives in
+                                    // `current_local_description`; this copy only validated it,
+                                    // and the next `create_answer` writes a new one.
+                                    self.last_answer = String::new();
                                 }
                                 next_state
                             }

@@ -855,7 +855,7 @@ impl RTCPeerConnection {
         let offer = RTCSessionDescription {
             sdp_type: RTCSdpType::Offer,
             sdp,
-            parsed: Some(d),
+            parsed: Some(Box::new(d)),
         };
 
         self.last_offer.clone_from(&offer.sdp);
@@ -1020,7 +1020,7 @@ impl RTCPeerConnection {
         let answer = RTCSessionDescription {
             sdp_type: RTCSdpType::Answer,
             sdp,
-            parsed: Some(d),
+            parsed: Some(Box::new(d)),
         };
 
         self.last_answer.clone_from(&answer.sdp);
@@ -1161,7 +1161,7 @@ impl RTCPeerConnection {
 
         // Parse SDP (skip for rollback as content is ignored per spec)
         if local_description.sdp_type != RTCSdpType::Rollback {
-            local_description.parsed = Some(local_description.unmarshal()?);
+            local_description.parsed = Some(Box::new(local_description.unmarshal()?));
         }
         self.set_description(&local_description, StateChangeOp::SetLocal)?;
 
@@ -1342,7 +1342,7 @@ impl RTCPeerConnection {
 
         // Parse SDP (skip for rollback as content is ignored per spec)
         if remote_description.sdp_type != RTCSdpType::Rollback {
-            remote_description.parsed = Some(remote_description.unmarshal()?);
+            remote_description.parsed = Some(Box::new(remote_description.unmarshal()?));
         }
         self.set_description(&remote_description, StateChangeOp::SetRemote)?;
 
@@ -1579,7 +1579,7 @@ impl RTCPeerConnection {
                     RTCIceRole::Controlled
                 };
 
-                let remote_dtls_role = RTCDtlsRole::from(parsed_remote_description);
+                let remote_dtls_role = RTCDtlsRole::from(&**parsed_remote_description);
                 log::trace!(
                     "start_transports: local_ice_role={local_ice_role}, remote_dtls_role={remote_dtls_role}"
                 );

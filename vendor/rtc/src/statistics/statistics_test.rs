@@ -1105,13 +1105,13 @@ fn test_stats_selector_includes_ice_candidates() {
     // Add ICE candidate pair
     master.ice_candidate_pairs.insert(
         "candidate-pair-1".to_string(),
-        IceCandidatePairAccumulator {
+        Box::new(IceCandidatePairAccumulator {
             transport_id: "RTCTransport_0".to_string(),
             local_candidate_id: "local-1".to_string(),
             remote_candidate_id: "remote-1".to_string(),
             state: RTCStatsIceCandidatePairState::Succeeded,
             ..Default::default()
-        },
+        }),
     );
 
     // Create outbound stream

@@ -1058,10 +1058,10 @@ mod boundary_tests {
         let mut stats = RTCStatsAccumulator::default();
         stats.outbound_rtp_streams.insert(
             7,
-            OutboundRtpStreamAccumulator {
+            Box::new(OutboundRtpStreamAccumulator {
                 ssrc: 7,
                 ..Default::default()
-            },
+            }),
         );
 
         chain
@@ -1100,10 +1100,10 @@ mod boundary_tests {
         let mut stats = RTCStatsAccumulator::default();
         stats.outbound_rtp_streams.insert(
             7,
-            OutboundRtpStreamAccumulator {
+            Box::new(OutboundRtpStreamAccumulator {
                 ssrc: 7,
                 ..Default::default()
-            },
+            }),
         );
 
         chain

@@ -173,7 +173,7 @@ pub struct RTCSessionDescription {
     /// This field is never initialized by callers and is used internally for
     /// performance optimization. It is not included in JSON serialization.
     #[serde(skip)]
-    pub(crate) parsed: Option<SessionDescription>,
+    pub(crate) parsed: Option<Box<SessionDescription>>,
 }
 
 impl Display for RTCSessionDescription {
@@ -239,7 +239,7 @@ impl RTCSessionDescription {
         };
 
         let parsed = desc.unmarshal()?;
-        desc.parsed = Some(parsed);
+        desc.parsed = Some(Box::new(parsed));
 
         Ok(desc)
     }
@@ -294,7 +294,7 @@ impl RTCSessionDescription {
         };
 
         let parsed = desc.unmarshal()?;
-        desc.parsed = Some(parsed);
+        desc.parsed = Some(Box::new(parsed));
 
         Ok(desc)
     }
@@ -355,7 +355,7 @@ impl RTCSessionDescription {
         };
 
         let parsed = desc.unmarshal()?;
-        desc.parsed = Some(parsed);
+        desc.parsed = Some(Box::new(parsed));
 
         Ok(desc)
     }
@@ -441,7 +441,7 @@ impl RTCSessionDescription {
 
         if !desc.sdp.is_empty() {
             let parsed = desc.unmarshal()?;
-            desc.parsed = Some(parsed);
+            desc.parsed = Some(Box::new(parsed));
         }
 
         Ok(desc)

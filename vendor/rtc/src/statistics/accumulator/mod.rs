@@ -63,28 +63,28 @@ pub(crate) struct RTCStatsAccumulator {
     pub(crate) transport: TransportStatsAccumulator,
 
     /// ICE candidate pairs keyed by pair ID.
-    pub(crate) ice_candidate_pairs: HashMap<String, IceCandidatePairAccumulator>,
+    pub(crate) ice_candidate_pairs: HashMap<String, Box<IceCandidatePairAccumulator>>,
 
     /// Local ICE candidates keyed by candidate ID.
-    pub(crate) local_candidates: HashMap<String, IceCandidateAccumulator>,
+    pub(crate) local_candidates: HashMap<String, Box<IceCandidateAccumulator>>,
 
     /// Remote ICE candidates keyed by candidate ID.
-    pub(crate) remote_candidates: HashMap<String, IceCandidateAccumulator>,
+    pub(crate) remote_candidates: HashMap<String, Box<IceCandidateAccumulator>>,
 
     /// Certificate stats keyed by fingerprint.
-    pub(crate) certificates: HashMap<String, CertificateStatsAccumulator>,
+    pub(crate) certificates: HashMap<String, Box<CertificateStatsAccumulator>>,
 
     /// Codec stats keyed by codec ID.
     pub(crate) codecs: HashMap<String, CodecStatsAccumulator>,
 
     /// Data channel stats keyed by channel ID.
-    pub(crate) data_channels: HashMap<RTCDataChannelId, DataChannelStatsAccumulator>,
+    pub(crate) data_channels: HashMap<RTCDataChannelId, Box<DataChannelStatsAccumulator>>,
 
     /// Inbound RTP stream accumulators keyed by SSRC.
-    pub(crate) inbound_rtp_streams: HashMap<SSRC, InboundRtpStreamAccumulator>,
+    pub(crate) inbound_rtp_streams: HashMap<SSRC, Box<InboundRtpStreamAccumulator>>,
 
     /// Outbound RTP stream accumulators keyed by SSRC.
-    pub(crate) outbound_rtp_streams: HashMap<SSRC, OutboundRtpStreamAccumulator>,
+    pub(crate) outbound_rtp_streams: HashMap<SSRC, Box<OutboundRtpStreamAccumulator>>,
 
     /// Media source stats keyed by track ID.
     pub(crate) media_sources: HashMap<String, MediaSourceStatsAccumulator>,
@@ -440,7 +440,7 @@ impl RTCStatsAccumulator {
         let transport_id = self.transport.transport_id.clone();
         self.inbound_rtp_streams
             .entry(ssrc)
-            .or_insert_with(|| InboundRtpStreamAccumulator {
+            .or_insert_with(|| Box::new(InboundRtpStreamAccumulator {
                 ssrc,
                 kind,
                 transport_id,
@@ -450,7 +450,7 @@ impl RTCStatsAccumulator {
                 fec_ssrc,
                 transceiver_id,
                 ..Default::default()
-            })
+            }))
     }
 
     /// Gets or creates an outbound stream accumulator for the given SSRC.
@@ -481,7 +481,7 @@ impl RTCStatsAccumulator {
 
         self.outbound_rtp_streams
             .entry(ssrc)
-            .or_insert_with(|| OutboundRtpStreamAccumulator {
+            .or_insert_with(|| Box::new(OutboundRtpStreamAccumulator {
                 ssrc,
                 kind,
                 transport_id: self.transport.transport_id.clone(),
@@ -492,7 +492,7 @@ impl RTCStatsAccumulator {
                 transceiver_id,
                 active: true,
                 ..Default::default()
-            })
+            }))
     }
 
     /// Gets or creates a data channel accumulator.
@@ -510,7 +510,7 @@ impl RTCStatsAccumulator {
     ) -> &mut DataChannelStatsAccumulator {
         self.data_channels
             .entry(id)
-            .or_insert_with(|| DataChannelStatsAccumulator {
+            .or_insert_with(|| Box::new(DataChannelStatsAccumulator {
                 // The wire value is filled in by `set_data_channel_stream_id` once the SCTP
                 // connected procedure assigns one; the map itself is keyed by handle, so an
                 // accumulator can exist before then.
@@ -518,7 +518,7 @@ impl RTCStatsAccumulator {
                 label: label.to_string(),
                 protocol: protocol.to_string(),
                 ..Default::default()
-            })
+            }))
     }
 
     /// Records the SCTP stream identifier a data channel was assigned.
@@ -541,12 +541,12 @@ impl RTCStatsAccumulator {
     ) -> &mut IceCandidatePairAccumulator {
         self.ice_candidate_pairs
             .entry(format!("RTCIceCandidatePair_{}_{}", local_id, remote_id))
-            .or_insert_with(|| IceCandidatePairAccumulator {
+            .or_insert_with(|| Box::new(IceCandidatePairAccumulator {
                 transport_id: self.transport.transport_id.clone(),
                 local_candidate_id: local_id.to_string(),
                 remote_candidate_id: remote_id.to_string(),
                 ..Default::default()
-            })
+            }))
     }
 
     /// Registers a local ICE candidate.
@@ -555,7 +555,7 @@ impl RTCStatsAccumulator {
         id: String,
         candidate: IceCandidateAccumulator,
     ) {
-        self.local_candidates.insert(id, candidate);
+        self.local_candidates.insert(id, Box::new(candidate));
     }
 
     /// Registers a remote ICE candidate.
@@ -564,7 +564,7 @@ impl RTCStatsAccumulator {
         id: String,
         candidate: IceCandidateAccumulator,
     ) {
-        self.remote_candidates.insert(id, candidate);
+        self.remote_candidates.insert(id, Box::new(candidate));
     }
 
     /// Registers a certificate.
@@ -573,7 +573,7 @@ impl RTCStatsAccumulator {
         fingerprint: String,
         cert: CertificateStatsAccumulator,
     ) {
-        self.certificates.insert(fingerprint, cert);
+        self.certificates.insert(fingerprint, Box::new(cert));
     }
 
     /// Gets or creates a media source accumulator.
