@@ -350,11 +350,16 @@ fn give_freed_heap_back() {
                 // SAFETY: malloc_trim only returns free memory to the system; it takes each arena's
                 // own lock, so it is safe to call while other threads allocate.
                 let released = unsafe { libc::malloc_trim(0) };
+                let took = started.elapsed();
+                // SAFETY: mallinfo2 only reads the allocator's counters, under its locks.
+                let m = unsafe { libc::mallinfo2() };
                 log::debug!(
                     target: "voice_edge::heap",
-                    "malloc_trim took {:?} (released: {})",
-                    started.elapsed(),
-                    released != 0
+                    "malloc_trim took {took:?} (released: {}); heap in use {} KB in {} KB of arenas, {} KB mapped apart",
+                    released != 0,
+                    m.uordblks >> 10,
+                    m.arena >> 10,
+                    m.hblkhd >> 10,
                 );
             }
         });

@@ -285,8 +285,7 @@ impl RTCPeerConnection {
         // Extract media descriptions to avoid borrowing conflicts
         let media_descriptions = self
             .remote_description()
-            .as_ref()
-            .and_then(|r| r.parsed.as_ref())
+            .and_then(|r| r.parsed_sdp())
             .map(|parsed| parsed.media_descriptions.clone());
 
         if let Some(media_descriptions) = media_descriptions {
@@ -371,10 +370,8 @@ impl RTCPeerConnection {
             None
         } else {
             self.remote_description()
-                .as_ref()
-                .and_then(|d| d.parsed.as_ref())
-                .and_then(|d| d.attribute(ATTR_KEY_GROUP))
-                .map(ToOwned::to_owned)
+                .and_then(|d| d.parsed_sdp())
+                .and_then(|d| d.attribute(ATTR_KEY_GROUP).map(ToOwned::to_owned))
                 .or(Some(String::new()))
         };
 
@@ -753,7 +750,7 @@ impl RTCPeerConnection {
         .into_iter()
         .flatten()
         {
-            if let Some(parsed) = desc.parsed.as_ref() {
+            if let Some(parsed) = desc.parsed_sdp() {
                 for media in &parsed.media_descriptions {
                     if let Some(mid) = get_mid_value(media)
                         && !mid.is_empty()
@@ -844,8 +841,8 @@ impl RTCPeerConnection {
     pub(super) fn start_rtp(&mut self, remote_desc: RTCSessionDescription) -> Result<()> {
         self.start_rtp_senders()?;
 
-        let incoming_tracks = if let Some(parsed) = &remote_desc.parsed {
-            track_details_from_sdp(parsed)
+        let incoming_tracks = if let Some(parsed) = remote_desc.parsed_sdp() {
+            track_details_from_sdp(&parsed)
         } else {
             vec![]
         };
@@ -1089,9 +1086,11 @@ impl RTCPeerConnection {
         // Step 3
 
         if let Some(local_desc) = &self.current_local_description {
+            let local_parsed = local_desc.parsed_sdp();
+            let local_parsed = local_parsed.as_deref();
             let len_data_channel = self.data_channels.len();
 
-            if len_data_channel != 0 && have_data_channel(local_desc).is_none() {
+            if len_data_channel != 0 && local_parsed.and_then(have_data_channel).is_none() {
                 return true;
             }
 
@@ -1104,7 +1103,7 @@ impl RTCPeerConnection {
                 let m = transceiver
                     .mid()
                     .as_ref()
-                    .and_then(|mid| get_by_mid(mid.as_str(), local_desc));
+                    .and_then(|mid| get_by_mid(mid.as_str(), local_parsed?));
                 // Step 5.2
                 if m.is_none() {
                     return true;
@@ -1134,10 +1133,11 @@ impl RTCPeerConnection {
                         RTCSdpType::Offer => {
                             // Step 5.3.2
                             if let Some(remote_desc) = &self.current_remote_description {
+                                let remote_parsed = remote_desc.parsed_sdp();
                                 if let Some(rm) = transceiver
                                     .mid()
                                     .as_ref()
-                                    .and_then(|mid| get_by_mid(mid.as_str(), remote_desc))
+                                    .and_then(|mid| get_by_mid(mid.as_str(), remote_parsed.as_deref()?))
                                 {
                                     if get_peer_direction(m) != transceiver.direction()
                                         && get_peer_direction(rm)

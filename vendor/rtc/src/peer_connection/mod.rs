@@ -806,7 +806,7 @@ impl RTCPeerConnection {
         // include unmatched local transceivers
         // update the greater mid if the remote description provides a greater one
         if let Some(d) = self.current_remote_description.as_ref()
-            && let Some(parsed) = &d.parsed
+            && let Some(parsed) = d.parsed_sdp()
         {
             for media in &parsed.media_descriptions {
                 if let Some(mid) = get_mid_value(media) {
@@ -999,8 +999,8 @@ impl RTCPeerConnection {
             connection_role = DEFAULT_DTLS_ROLE_ANSWER.to_connection_role();
 
             if let Some(remote_description) = self.remote_description()
-                && let Some(parsed) = remote_description.parsed.as_ref()
-                && is_lite_set(parsed)
+                && let Some(parsed) = remote_description.parsed_sdp()
+                && is_lite_set(&parsed)
                 && !self.setting_engine.candidates.ice_lite
             {
                 connection_role = RTCDtlsRole::Server.to_connection_role();
@@ -1205,12 +1205,14 @@ impl RTCPeerConnection {
             }
 
             if let Some(remote_description) = self.remote_description().cloned()
-                && let Some(parsed_remote_description) = remote_description.parsed.as_ref()
+                && let Some(parsed_remote_description) = remote_description
+                    .parsed_sdp()
+                    .map(std::borrow::Cow::into_owned)
             {
                 // only start sctp transport if application media has been negotiated
                 if let (Some(local_application_media), Some(remote_application_media)) = (
                     get_application_media(parsed_local_description),
-                    get_application_media(parsed_remote_description),
+                    get_application_media(&parsed_remote_description),
                 ) {
                     let (dtls_role, remote_caps, local_sctp_port, remote_sctp_port) = (
                         self.dtls_transport().role(),
@@ -1243,7 +1245,29 @@ impl RTCPeerConnection {
 
         self.ice_transport_mut().ice_gathering_state = RTCIceGatheringState::Gathering;
 
+        self.release_parsed_descriptions();
         Ok(())
+    }
+
+    /// voice-edge: once a negotiation has ended (stable), the current descriptions keep their
+    /// text and drop their parse. Everything that reads them later (a renegotiation, the
+    /// negotiation-needed check after `add_track`, rollback) parses the text again through
+    /// `RTCSessionDescription::parsed_sdp`, which happens a handful of times in a call's life,
+    /// while the parse (a `String` per attribute line: ~150 blocks and ~6 KB for two small
+    /// descriptions, more for a browser's offer) was kept for all of it.
+    fn release_parsed_descriptions(&mut self) {
+        if self.signaling_state != RTCSignalingState::Stable {
+            return;
+        }
+        for d in [
+            &mut self.current_local_description,
+            &mut self.current_remote_description,
+        ]
+        .into_iter()
+        .flatten()
+        {
+            d.parsed = None;
+        }
     }
 
     /// Returns the local session description.
@@ -1382,8 +1406,7 @@ impl RTCPeerConnection {
             // Extract media descriptions to avoid borrowing conflicts
             let media_descriptions = self
                 .remote_description()
-                .as_ref()
-                .and_then(|r| r.parsed.as_ref())
+                .and_then(|r| r.parsed_sdp())
                 .map(|parsed| parsed.media_descriptions.clone());
 
             if let Some(media_descriptions) = media_descriptions {
@@ -1606,11 +1629,12 @@ impl RTCPeerConnection {
                 && let Some(parsed_local_description) = self
                     .current_local_description
                     .as_ref()
-                    .and_then(|desc| desc.parsed.as_ref())
+                    .and_then(|desc| desc.parsed_sdp())
+                    .map(std::borrow::Cow::into_owned)
             {
                 // only start sctp transport if application media has been negotiated
                 if let (Some(local_application_media), Some(remote_application_media)) = (
-                    get_application_media(parsed_local_description),
+                    get_application_media(&parsed_local_description),
                     get_application_media(parsed_remote_description),
                 ) {
                     let (dtls_role, remote_caps, local_sctp_port, remote_sctp_port) = (
@@ -1642,6 +1666,7 @@ impl RTCPeerConnection {
             }
         }
 
+        self.release_parsed_descriptions();
         Ok(())
     }
 

@@ -1369,15 +1369,13 @@ pub(crate) fn get_application_media_section_max_message_size(
 
 pub(crate) fn get_by_mid<'a>(
     search_mid: &str,
-    desc: &'a session_description::RTCSessionDescription,
+    parsed: &'a SessionDescription,
 ) -> Option<&'a MediaDescription> {
-    if let Some(parsed) = &desc.parsed {
-        for m in &parsed.media_descriptions {
-            if let Some(mid) = m.attribute(ATTR_KEY_MID).flatten()
-                && mid == search_mid
-            {
-                return Some(m);
-            }
+    for m in &parsed.media_descriptions {
+        if let Some(mid) = m.attribute(ATTR_KEY_MID).flatten()
+            && mid == search_mid
+        {
+            return Some(m);
         }
     }
     None
@@ -1390,10 +1388,8 @@ pub(crate) fn get_application_media(desc: &SessionDescription) -> Option<&MediaD
 }
 
 /// have_data_channel return MediaDescription with MediaName equal application
-pub(crate) fn have_data_channel(
-    desc: &session_description::RTCSessionDescription,
-) -> Option<&MediaDescription> {
-    get_application_media(desc.parsed.as_ref()?)
+pub(crate) fn have_data_channel(parsed: &SessionDescription) -> Option<&MediaDescription> {
+    get_application_media(parsed)
 }
 
 pub(crate) fn codecs_from_media_description(
@@ -1503,8 +1499,7 @@ pub(crate) fn is_ext_map_allow_mixed_set(
     remote_description: Option<&RTCSessionDescription>,
 ) -> bool {
     remote_description.is_some_and(|r| {
-        r.parsed
-            .as_ref()
+        r.parsed_sdp()
             .is_some_and(|parsed| parsed.has_attribute(ATTR_KEY_EXTMAP_ALLOW_MIXED))
     })
 }

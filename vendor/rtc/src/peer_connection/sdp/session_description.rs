@@ -495,6 +495,18 @@ impl RTCSessionDescription {
         let parsed = SessionDescription::unmarshal(&mut reader)?;
         Ok(parsed)
     }
+
+    /// voice-edge: the parsed form, cached or parsed again from the text. A connection keeps
+    /// its current descriptions' parse only while it negotiates (see
+    /// `RTCPeerConnection::release_parsed_descriptions`); `None` as before for no text
+    /// (a rollback) or text that does not parse.
+    pub(crate) fn parsed_sdp(&self) -> Option<std::borrow::Cow<'_, SessionDescription>> {
+        match &self.parsed {
+            Some(p) => Some(std::borrow::Cow::Borrowed(&**p)),
+            None if self.sdp.is_empty() => None,
+            None => self.unmarshal().ok().map(std::borrow::Cow::Owned),
+        }
+    }
 }
 
 #[cfg(test)]
