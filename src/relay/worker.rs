@@ -156,12 +156,13 @@ impl Worker {
                 self.forward_held(Instant::now());
             }
             // A waker says only that something was queued or the relay is stopping.
-            self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
+            let mut handled = self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
             if self.sleeper.is_ready(PUBLIC) {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_public.recv(public_fd) else {
                         break;
                     };
+                    handled += n;
                     let now = Instant::now();
                     for i in 0..n {
                         self.on_client_datagram(&mut from_public, i, now, &mut to_link);
@@ -178,6 +179,7 @@ impl Worker {
                     let Ok(n) = from_link.recv(link_fd) else {
                         break;
                     };
+                    handled += n;
                     let now = Instant::now();
                     for i in 0..n {
                         self.on_link_datagram(&mut from_link, i, now, &mut to_link, &mut to_public);
@@ -190,6 +192,7 @@ impl Worker {
                     }
                 }
             }
+            self.sleeper.turn_handled(handled);
             let now = Instant::now();
             if now.duration_since(last_housekeeping) >= HOUSEKEEPING {
                 self.housekeeping(now);
@@ -307,16 +310,16 @@ impl Worker {
     }
 
     /// Replies from in-process next hops: as [`Self::on_link_datagram`] does for a next hop's
-    /// reply, then sent with one `sendmmsg` per socket.
+    /// reply, then sent with one `sendmmsg` per socket; returns how many.
     fn drain_local(
         &mut self,
         now: Instant,
         public_fd: RawFd,
         link_fd: RawFd,
         to_public: &mut SendBatch,
-    ) {
+    ) -> usize {
         let Some(inbox) = self.inbox.take() else {
-            return;
+            return 0;
         };
         let max = BATCH * MAX_BATCHES_PER_TURN;
         let mut taken = 0;
@@ -360,6 +363,7 @@ impl Worker {
         Counters::add(&self.counters.send_errors, failed as u64);
         self.local_out.clear();
         self.local_up.clear();
+        taken
     }
 
     /// Where next hop `hop`'s reply (link header `h`, written at `header`) goes: back through

@@ -136,14 +136,17 @@ impl Worker {
             if self.meter.window_over(woke) {
                 self.judge_load(fd, woke);
             }
+            let mut handled = 0;
             if self.sleeper.is_ready(SOCKET) {
-                self.drain_socket(fd, &mut batch);
+                handled += self.drain_socket(fd, &mut batch);
             }
             // A waker says only that something was queued: look at both queues.
-            self.drain_local(fd);
+            handled += self.drain_local(fd);
             for c in inbox.take_all() {
+                handled += 1;
                 self.on_message(c);
             }
+            self.sleeper.turn_handled(handled);
             self.output(fd);
         }
         // Tell every client we are going, so they need not wait for consent to expire.
@@ -153,8 +156,10 @@ impl Worker {
     }
 
     /// Reads what the socket holds, a batch per system call, answering each batch before
-    /// reading the next so replies leave as soon as their input is handled.
-    fn drain_socket(&mut self, fd: RawFd, batch: &mut RecvBatch) {
+    /// reading the next so replies leave as soon as their input is handled; returns how many
+    /// datagrams it read.
+    fn drain_socket(&mut self, fd: RawFd, batch: &mut RecvBatch) -> usize {
+        let mut read = 0;
         for _ in 0..MAX_BATCHES_PER_TURN {
             let n = match batch.recv(fd) {
                 Ok(n) => n,
@@ -162,9 +167,10 @@ impl Worker {
                     if e.kind() != std::io::ErrorKind::WouldBlock {
                         log::debug!("recv: {e}");
                     }
-                    return;
+                    return read;
                 }
             };
+            read += n;
             let now = Instant::now();
             for i in 0..n {
                 // Cut short by the slot: no valid datagram of ours is that large.
@@ -178,9 +184,10 @@ impl Worker {
             }
             self.output(fd);
             if n < BATCH {
-                return;
+                return read;
             }
         }
+        read
     }
 
     fn on_message(&mut self, message: WorkerMessage) {
@@ -235,10 +242,11 @@ impl Worker {
         }
     }
 
-    /// Datagrams from a relay in this process, as [`Self::drain_socket`] reads the socket's.
-    fn drain_local(&mut self, fd: RawFd) {
+    /// Datagrams from a relay in this process, as [`Self::drain_socket`] reads the socket's;
+    /// returns how many.
+    fn drain_local(&mut self, fd: RawFd) -> usize {
         let Some(inbox) = self.local_inbox.take() else {
-            return;
+            return 0;
         };
         let max = BATCH * MAX_BATCHES_PER_TURN;
         let mut taken = 0;
@@ -255,6 +263,7 @@ impl Worker {
             inbox.again();
         }
         self.local_inbox = Some(inbox);
+        taken
     }
 
     /// Starts the jobs the endpoint queued, sends what it queued (a `sendmmsg` per
