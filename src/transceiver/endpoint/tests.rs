@@ -272,6 +272,20 @@ impl Net {
         self.peers.len() - 1
     }
 
+    /// `n` relayed calls with the loopback model, from consecutive ports: the load the
+    /// cost probes measure.
+    fn relayed_loopback_calls(&mut self, n: usize) -> Vec<usize> {
+        (0..n)
+            .map(|i| {
+                self.call(
+                    &format!("198.51.100.7:{}", 50000 + i),
+                    Path::Relay,
+                    "loopback",
+                )
+            })
+            .collect()
+    }
+
     /// Moves every queued datagram both ways until nothing is left (no time passes).
     fn exchange(&mut self) {
         for _ in 0..1000 {
@@ -1067,15 +1081,7 @@ fn thread_cpu_time() -> Duration {
 #[ignore]
 fn per_datagram_cost() {
     let mut net = Net::new();
-    let calls: Vec<usize> = (0..20)
-        .map(|i| {
-            net.call(
-                &format!("198.51.100.7:{}", 50000 + i),
-                Path::Relay,
-                "loopback",
-            )
-        })
-        .collect();
+    let calls = net.relayed_loopback_calls(20);
     assert!(net.run_until(Duration::from_secs(5), |n| {
         calls.iter().all(|&i| n.peers[i].0.connected)
     }));
@@ -1160,15 +1166,7 @@ fn heap_per_call() {
     let base = held();
     crate::heap_probe::record_sites(depth.is_some());
     let mut stages = Vec::new();
-    let calls: Vec<usize> = (0..CALLS)
-        .map(|i| {
-            net.call(
-                &format!("198.51.100.7:{}", 50000 + i),
-                Path::Relay,
-                "loopback",
-            )
-        })
-        .collect();
+    let calls = net.relayed_loopback_calls(CALLS);
     stages.push(("answered", held()));
     assert!(net.run_until(Duration::from_secs(5), |n| {
         calls.iter().all(|&i| {
