@@ -340,6 +340,18 @@ impl Worker {
             self.endpoint.take_max_timer_lag(),
             self.endpoint.len(),
         );
+        // Lateness short of saturation, at debug: what the soak needs to place a stall in time.
+        if window.max_timer_lag >= Duration::from_millis(5) {
+            log::debug!(
+                target: "voice_edge::load",
+                "transceiver {}.{}: timers up to {:?} late ({} calls, {:.0} % busy)",
+                self.id,
+                self.index,
+                window.max_timer_lag,
+                window.calls,
+                100.0 * window.busy.as_secs_f64() / window.wall.as_secs_f64().max(1e-9),
+            );
+        }
         let was = self.meter.saturation.is_saturated();
         let saturated = self.meter.saturation.observe(window);
         if saturated {
