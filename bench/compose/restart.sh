@@ -20,9 +20,9 @@
 # (`docker restart -t 1`: what `docker-compose restart -t 1` does, without a Python start-up's
 # CPU on this small machine at each restart) --every seconds apart. The load generator reports
 # each call's longest silence between two echoes ("worst call": that figure's max over the whole
-# hold) and logs every silence of 50 ms or more with its time (--gap-log), which this script
-# puts down to a restart when it overlaps one (from the stop until 1 s after the relay answers
-# /health again) and to the machine otherwise. Every row says what was offered, connected,
+# hold) and logs every silence of 50 ms or more with its time (--gap-log), which
+# bench/restart_gaps.py puts down to a restart when it overlaps one (from the stop until 1 s after
+# the relay answers /health again) and to the machine otherwise. Every row says what was offered, connected,
 # refused and failed. Bounded: loadgen holds for a fixed time, each wait has a deadline, the stack
 # is taken `down` after each layout and on exit. Needs Docker and the base images
 # (tests/compose/run.sh sets both up); tags voice-edge:local from the binaries.
@@ -134,9 +134,11 @@ layout() {
   wait "$LG" || true
   LG=""
   dc down -v --remove-orphans >/dev/null 2>&1 || true
-  python3 - "$name" "$out" "$OUT_DIR/gaps-$name.txt" "$OUT_DIR/restarts-$name.txt" "$c" >>"$OUT_DIR/rows.md" <<'PY'
+  local attributed
+  attributed=$(python3 bench/restart_gaps.py "$OUT_DIR/gaps-$name.txt" "$OUT_DIR/restarts-$name.txt")
+  python3 - "$name" "$out" "$attributed" "$OUT_DIR/restarts-$name.txt" "$c" >>"$OUT_DIR/rows.md" <<'PY'
 import re, sys
-name, table, gaps_path, restarts_path, counters = sys.argv[1:6]
+name, table, attributed, restarts_path, counters = sys.argv[1:6]
 t = open(table).read()
 def row(label):
     m = re.search(r"^\| " + re.escape(label) + r" \| (.*) \|$", t, re.M)
@@ -146,26 +148,14 @@ served, failed, offered = (re.match(r"(\d+) / (\d+) of (\d+)", conn[0]).groups()
 refused = (row("offers refused for load (429/503)") or ["0"])[0].split()[0]
 loss = (row("loss (packets sent > 2 s before the end)") or ["?"])[0].split(" (")[0]
 gap = row("longest echo gap per call") or ["?"] * 5
-windows = []
-for line in open(restarts_path):
-    start, up, _ = line.split()
-    windows.append((int(start), int(up) + 1000))
-at_restart, elsewhere = {}, {}
-for line in open(gaps_path):
-    end, ms, call = line.split()
-    end, ms = int(end), float(ms)
-    hit = any(end >= a and end - ms <= b for a, b in windows)
-    d = at_restart if hit else elsewhere
-    d[call] = max(d.get(call, 0.0), ms)
-def worst(d):
-    return f"{max(d.values()):.0f}" if d else "< 50"
-over = sum(1 for v in at_restart.values() if v >= 100)
+restarts = sum(1 for line in open(restarts_path) if line.split())
+at_restart, over, _, elsewhere = attributed.split("\t")
 labels = {"pair": "relay pair, rolling restarts (relay-a, relay-b, …)",
           "before": "one relay container restarted in place (before)",
           "still": "relay pair, no restart (reference)",
           "single": "relay pair's file, relay-b scaled to 0, relay-a restarted in place"}
-print(f"| {labels[name]} | {offered} | {served} | {refused} | {failed} | {len(windows)} | {loss} | "
-      f"{gap[0]} / {gap[2]} | {gap[3]} | {worst(at_restart)} ({over} calls ≥ 100) | {worst(elsewhere)} | {counters} |")
+print(f"| {labels[name]} | {offered} | {served} | {refused} | {failed} | {restarts} | {loss} | "
+      f"{gap[0]} / {gap[2]} | {gap[3]} | {at_restart} ({over} calls ≥ 100) | {elsewhere} | {counters} |")
 PY
 }
 
