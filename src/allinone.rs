@@ -174,6 +174,11 @@ impl RelaySlot {
         self.cfg.listen
     }
 
+    /// Whether this relay keeps up; its workers report here, and placement reads it.
+    pub fn headroom(&self) -> &Arc<crate::saturation::Headroom> {
+        &self.cfg.headroom
+    }
+
     pub fn counters(&self) -> relay::counters::CounterSnapshot {
         self.handle
             .lock()
@@ -218,7 +223,8 @@ impl RelaySlot {
             .map(|h| h.worker_counters())
             .unwrap_or_default();
         json!({"name": self.name, "public_addr": self.cfg.listen, "link_addr": self.cfg.link,
-               "workers": self.cfg.workers, "counters": self.counters(), "per_worker": per_worker})
+               "workers": self.cfg.workers, "saturated": self.cfg.headroom.is_saturated(),
+               "counters": self.counters(), "per_worker": per_worker})
     }
 }
 
@@ -493,6 +499,8 @@ fn start_media(
     let local_links = (!cfg.udp_links).then(|| Arc::new(LocalLinks::default()));
     let mut cluster_links = HashMap::new();
     let mut entry = None;
+    // Every call crosses the global relay too, so its headroom counts for each cluster.
+    let global_headroom = Arc::new(crate::saturation::Headroom::default());
     for &cluster in clusters {
         let listen = if cluster == 0 {
             plans.cluster0.bind
@@ -524,6 +532,10 @@ fn start_media(
         if let Some((_, glink)) = global_addrs {
             rc.upstreams = vec![glink];
         }
+        let mut relay_headroom = vec![rc.headroom.clone()];
+        if global.is_some() {
+            relay_headroom.push(global_headroom.clone());
+        }
         let slot = RelaySlot::start(format!("cluster-{cluster}"), rc, sockets)?;
         cluster_links.insert(cluster, slot.cfg.link);
         relays.push(slot);
@@ -535,11 +547,13 @@ fn start_media(
                 .into_iter()
                 .map(|t| Arc::new(t) as Arc<dyn TransceiverControl>)
                 .collect(),
+            relays: relay_headroom,
         });
     }
     if let Some(sockets) = global {
         let public = sockets.public_addr;
         let mut rc = RelayConfig::global(public, cluster_links, keys.clone());
+        rc.headroom = global_headroom;
         rc.learn_outbound = cfg.learn_outbound;
         rc.cache = flow_cache;
         relays.insert(0, RelaySlot::start("global".into(), rc, sockets)?);

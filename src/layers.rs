@@ -15,6 +15,7 @@ const FLOORS: &[&[&str]] = &[
         "flags",
         "unix_time",
         "wakeup",
+        "saturation",
         "udp_batch",
         "cache",
         "media_address",

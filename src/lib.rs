@@ -48,6 +48,10 @@ pub mod udp_batch;
 // that hands it over.
 pub mod wakeup;
 
+// Whether those loops keep up, judged by each from its own windows: the transceivers' workers
+// and the relay's share one rule, and placement reads both.
+pub mod saturation;
+
 // Whether an SDP offer can be honoured, from its text alone: signaling refuses what a
 // transceiver could only answer and then fail, and the transceiver picks the codec from it.
 pub mod sdp_offer;

@@ -550,6 +550,7 @@ fn run_relay(a: RelayArgs) -> anyhow::Result<()> {
         cache: None,
         live_hops: None,
         local_links: None,
+        headroom: Default::default(),
     };
     let running = relay::start(RelayRoleConfig {
         relay,

@@ -181,3 +181,41 @@ async fn a_worker_at_its_call_cap_refuses_until_a_call_ends() {
     next.wait_connected(Duration::from_secs(10)).await;
     server.shutdown().await;
 }
+
+/// Every call crosses the relay, so a relay that says it is saturated (its workers drop
+/// datagrams, or have no idle time left) takes its cluster out of placement: offers get 503 with
+/// `Retry-After`, the live call keeps its audio, and calls are taken again once it recovers. The
+/// relay's own judgement is tested in `saturation`; here it is set as a worker would set it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_relay_refuses_new_calls_until_it_recovers() {
+    let server = start_local(AllInOneConfig::default()).await;
+    let mut first = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
+    first.wait_connected(Duration::from_secs(10)).await;
+    let headroom = server.relays[0].headroom().clone();
+    headroom.changed(false, true);
+    let r = flood(&server, 3, 1).await;
+    assert_eq!(
+        count(&r, 503),
+        3,
+        "{:?}",
+        r.iter().map(|r| r.status).collect::<Vec<_>>()
+    );
+    assert_refusals(&r, 503, "no_capacity");
+    assert!(
+        r.iter().all(|r| r.body.contains("relay")),
+        "the refusal says why: {}",
+        r[0].body
+    );
+    assert!(
+        first.echo_round(1, 10).await >= 8,
+        "the call already placed keeps its audio"
+    );
+    let http = server.http_addr;
+    let stats: Value =
+        serde_json::from_str(&common::http_get(http, "/admin/stats").await.body).expect("stats");
+    assert_eq!(stats["relays"][0]["saturated"], true, "{stats}");
+    headroom.changed(true, false);
+    let mut next = Client::call(server.http_addr, "/v1/realtime/calls?model=loopback").await;
+    next.wait_connected(Duration::from_secs(10)).await;
+    server.shutdown().await;
+}

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::registry::{self, MemberRecord};
 use crate::control::client::Reported;
 use crate::control::{RemoteTransceiver, TransceiverControl};
+use crate::saturation::Headroom;
 use crate::signaling::{ClusterView, Directory};
 
 pub struct RedisDirectory {
@@ -28,7 +29,9 @@ impl RedisDirectory {
             stop: AtomicBool::new(false),
         });
         let mut known: HashMap<(u16, u16, String), Arc<RemoteTransceiver>> = HashMap::new();
-        dir.refresh(registry::list(&mut conn, None)?, &mut known, secret);
+        let members = registry::list(&mut conn, None)?;
+        let saturated = saturated_relays(&mut conn, &members)?;
+        dir.refresh(members, &saturated, &mut known, secret);
         let (weak, url, secret) = (Arc::downgrade(&dir), url.to_owned(), secret.to_owned());
         std::thread::Builder::new()
             .name("directory".into())
@@ -44,8 +47,14 @@ impl RedisDirectory {
                         conn = registry::connect(&url).ok();
                     }
                     let Some(c) = conn.as_mut() else { continue };
-                    match registry::list(c, None) {
-                        Ok(members) => dir.refresh(members, &mut known, &secret),
+                    let read = registry::list(c, None).and_then(|members| {
+                        let saturated = saturated_relays(c, &members)?;
+                        Ok((members, saturated))
+                    });
+                    match read {
+                        Ok((members, saturated)) => {
+                            dir.refresh(members, &saturated, &mut known, &secret)
+                        }
                         Err(e) => {
                             // Keep the last view: calls in flight and live calls' hang-ups still
                             // work while Redis is away; new members wait for it to return.
@@ -65,6 +74,7 @@ impl RedisDirectory {
     fn refresh(
         &self,
         members: Vec<MemberRecord>,
+        saturated_relays: &HashMap<u16, usize>,
         known: &mut HashMap<(u16, u16, String), Arc<RemoteTransceiver>>,
         secret: &str,
     ) {
@@ -90,10 +100,15 @@ impl RedisDirectory {
             });
             clusters
                 .entry(m.cluster)
-                .or_insert_with(|| ClusterView {
-                    id: m.cluster,
-                    media_addr: m.media,
-                    transceivers: vec![],
+                .or_insert_with(|| {
+                    let relay = Arc::new(Headroom::default());
+                    relay.set_saturated(saturated_relays.get(&m.cluster).copied().unwrap_or(0));
+                    ClusterView {
+                        id: m.cluster,
+                        media_addr: m.media,
+                        transceivers: vec![],
+                        relays: vec![relay],
+                    }
                 })
                 .transceivers
                 .push(t.clone() as Arc<dyn TransceiverControl>);
@@ -105,6 +120,18 @@ impl RedisDirectory {
         *known = still;
         *self.current.write().unwrap() = Arc::new(clusters.into_values().collect());
     }
+}
+
+/// How many relays of each cluster that has members say they are saturated.
+fn saturated_relays(
+    conn: &mut redis::Connection,
+    members: &[MemberRecord],
+) -> anyhow::Result<HashMap<u16, usize>> {
+    let clusters: std::collections::BTreeSet<u16> = members.iter().map(|m| m.cluster).collect();
+    clusters
+        .into_iter()
+        .map(|c| Ok((c, registry::saturated_relays(conn, c)?)))
+        .collect()
 }
 
 impl Directory for RedisDirectory {

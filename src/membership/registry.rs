@@ -281,19 +281,73 @@ impl Registration {
     }
 }
 
+/// How long a relay's word that it is saturated stands unless it says so again: a relay that
+/// dies saturated stops holding its cluster out of placement after this.
+pub const RELAY_SATURATION_TTL: Duration = Duration::from_secs(3);
+
+/// A sorted set per cluster: the relays that say they are saturated now, each scored with when
+/// that lapses (its clock, Unix ms). One `ZCOUNT` per cluster tells signaling, where a key per
+/// relay would need a `SCAN` over every flow key besides.
+fn saturated_relays_key(cluster: u16) -> String {
+    format!("{PREFIX}:{cluster}:saturated-relays")
+}
+
+/// A relay of `cluster` says whether it is saturated (see [`crate::saturation::Headroom`]).
+pub fn report_relay(
+    conn: &mut redis::Connection,
+    cluster: u16,
+    instance: &str,
+    saturated: bool,
+) -> anyhow::Result<()> {
+    let key = saturated_relays_key(cluster);
+    if saturated {
+        let until = now_ms() + RELAY_SATURATION_TTL.as_millis() as u64;
+        let _: () = redis::pipe()
+            .cmd("ZADD")
+            .arg(&key)
+            .arg(until)
+            .arg(instance)
+            .ignore()
+            // Relays that died saturated, gone for good.
+            .cmd("ZREMRANGEBYSCORE")
+            .arg(&key)
+            .arg("-inf")
+            .arg(now_ms())
+            .ignore()
+            .query(conn)?;
+    } else {
+        let _: () = redis::cmd("ZREM").arg(&key).arg(instance).query(conn)?;
+    }
+    Ok(())
+}
+
+/// How many of `cluster`'s relays say they are saturated now.
+pub fn saturated_relays(conn: &mut redis::Connection, cluster: u16) -> anyhow::Result<usize> {
+    Ok(redis::cmd("ZCOUNT")
+        .arg(saturated_relays_key(cluster))
+        .arg(now_ms())
+        .arg("+inf")
+        .query(conn)?)
+}
+
 /// Keeps a relay's next-hop table equal to the live members of `cluster` (id → link address),
-/// read every `interval`, until `stop`. While Redis is away the last table stays.
+/// read every `interval`, until `stop`, and tells signaling through Redis while `headroom` says
+/// the relay is saturated. While Redis is away the last table stays.
 pub fn follow(
     url: String,
     cluster: u16,
     hops: Arc<crate::relay::LiveHops>,
+    headroom: Arc<crate::saturation::Headroom>,
     interval: Duration,
     stop: Arc<AtomicBool>,
 ) -> std::io::Result<JoinHandle<()>> {
+    let instance = hex::encode(rand::random::<[u8; 8]>());
     std::thread::Builder::new()
         .name("relay-members".into())
         .spawn(move || {
             let mut conn = None;
+            // What Redis last heard from this relay; renewed every turn while saturated.
+            let mut reported = None;
             while !stop.load(Ordering::Relaxed) {
                 if conn.is_none() {
                     conn = connect(&url)
@@ -314,7 +368,25 @@ pub fn follow(
                         }
                     }
                 }
+                let saturated = headroom.is_saturated();
+                if let Some(c) = conn.as_mut()
+                    && (saturated || reported != Some(false))
+                {
+                    match report_relay(c, cluster, &instance, saturated) {
+                        Ok(()) => reported = Some(saturated),
+                        Err(e) => {
+                            log::warn!("relay: could not report its headroom to Redis: {e}");
+                            conn = None;
+                        }
+                    }
+                }
                 std::thread::sleep(interval);
+            }
+            // A relay that stops is no longer saturated.
+            if reported == Some(true)
+                && let Ok(mut c) = connect(&url)
+            {
+                let _ = report_relay(&mut c, cluster, &instance, false);
             }
         })
 }

@@ -86,6 +86,12 @@ counters! {
     cache_connect_errors,
     /// Socket send errors (datagrams the kernel refused or had no room for).
     send_errors,
+    /// Datagrams the kernel dropped before the relay read them (a socket's receive buffer was
+    /// full, or an in-memory link's queue): the relay did not keep up.
+    dropped_socket_full,
+    /// One-second windows a worker spent saturated (drops, or too little idle time), its
+    /// cluster out of placement (see [`crate::saturation`]).
+    saturated_windows,
 }
 
 impl Counters {

@@ -78,6 +78,10 @@ pub struct RelayConfig {
     /// Next hops in this process (the all-in-one's transceivers) reached in memory rather than
     /// by UDP; the relay registers its own link address there too, for their replies.
     pub local_links: Option<Arc<crate::routing::local_link::LocalLinks>>,
+    /// Where the workers say whether they keep up; signaling reads it (in this process, or
+    /// through the relay's record in Redis) and places no call behind a saturated relay. Kept
+    /// across a restart: the new workers report to the same one.
+    pub headroom: Arc<crate::saturation::Headroom>,
 }
 
 /// The next-hop table as membership updates it. Workers read the version (one atomic load per
@@ -154,6 +158,7 @@ impl RelayConfig {
             cache: None,
             live_hops: None,
             local_links: None,
+            headroom: Arc::default(),
         }
     }
 

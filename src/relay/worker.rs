@@ -16,6 +16,7 @@ use super::route::{self, Route};
 use super::{RelayConfig, VIA_UPSTREAM};
 use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::local_link::{LocalInbox, LocalRoutes};
+use crate::saturation::LoadMeter;
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 use crate::wakeup::Sleeper;
 
@@ -90,6 +91,7 @@ pub(super) struct Worker {
     local: LocalRoutes,
     local_out: Vec<(Vec<u8>, usize, SocketAddr)>,
     local_up: Vec<(Vec<u8>, SocketAddr)>,
+    meter: LoadMeter,
 }
 
 impl Worker {
@@ -118,6 +120,7 @@ impl Worker {
             local: LocalRoutes::default(),
             local_out: Vec::with_capacity(BATCH),
             local_up: Vec::new(),
+            meter: LoadMeter::new(Instant::now()),
         }
     }
 
@@ -148,7 +151,12 @@ impl Worker {
             if let Some(l) = &self.cfg.local_links {
                 self.local.refresh(l);
             }
+            self.meter.turn_done(Instant::now());
             self.sleeper.wait(Some(TICK));
+            let woke = Instant::now();
+            if self.meter.window_over(woke) {
+                self.judge_load(public_fd, link_fd, woke);
+            }
             self.apply_releases();
             // Only when the cache answered: a scan of every held datagram per loop turn cost
             // the relay its headroom at 1,000 calls, right when it had the most to do.
@@ -201,6 +209,43 @@ impl Worker {
         }
         self.sleeper.unwatch(self.public.as_fd());
         self.sleeper.unwatch(self.link.as_fd());
+        // A stopped loop is no longer saturated; its replacement (a restart) judges afresh.
+        self.cfg
+            .headroom
+            .changed(self.meter.saturation.is_saturated(), false);
+    }
+
+    /// Closes a measurement window: does this loop keep up with what crosses it? The relay has
+    /// no timers of its own; what it shows when it does not keep up is time awake and drops.
+    #[cold]
+    fn judge_load(&mut self, public_fd: RawFd, link_fd: RawFd, now: Instant) {
+        let drops = crate::udp_batch::receive_drops(public_fd).unwrap_or(0)
+            + crate::udp_batch::receive_drops(link_fd).unwrap_or(0)
+            + self.inbox.as_ref().map_or(0, LocalInbox::dropped);
+        let window = self
+            .meter
+            .close(now, drops, Duration::ZERO, self.flows.len());
+        Counters::add(&self.counters.dropped_socket_full, window.dropped);
+        let was = self.meter.saturation.is_saturated();
+        let saturated = self.meter.saturation.observe(window);
+        if saturated {
+            Counters::inc(&self.counters.saturated_windows);
+        }
+        if saturated != was {
+            self.cfg.headroom.changed(was, saturated);
+            log::warn!(
+                "relay worker {}: {} ({} flows, {:.0} % busy, {} datagrams dropped)",
+                self.index,
+                if saturated {
+                    "saturated: its cluster takes no new calls until it recovers"
+                } else {
+                    "recovered: its cluster takes calls again"
+                },
+                window.calls,
+                100.0 * window.busy.as_secs_f64() / window.wall.as_secs_f64().max(1e-9),
+                window.dropped,
+            );
+        }
     }
 
     /// Sends what `q` queued from `from`'s slots.

@@ -52,6 +52,7 @@ pub fn start(cfg: RelayRoleConfig) -> anyhow::Result<RunningRelay> {
             url,
             cluster,
             hops.clone(),
+            relay_cfg.headroom.clone(),
             Duration::from_millis(500),
             stop_following.clone(),
         )?;

@@ -401,6 +401,20 @@ impl Signaling {
                 None => ApiError::unavailable("no transceiver is registered"),
             });
         }
+        // Every call of a cluster crosses its relay: one that drops datagrams would take audio
+        // from the calls it already carries, whatever room the transceivers have.
+        let (candidates, behind_saturated_relay): (Vec<&ClusterView>, Vec<&ClusterView>) =
+            candidates.into_iter().partition(|c| !c.relay_saturated());
+        if candidates.is_empty() {
+            let ids: Vec<String> = behind_saturated_relay
+                .iter()
+                .map(|c| c.id.to_string())
+                .collect();
+            return Err(at_capacity(&format!(
+                "the relay of cluster {} is saturated",
+                ids.join(", ")
+            )));
+        }
         let mut best: Option<(&ClusterView, &Arc<dyn TransceiverControl>)> = None;
         for c in candidates {
             if let Some(t) = placement::pick(&c.transceivers)

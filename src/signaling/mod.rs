@@ -48,6 +48,15 @@ pub struct ClusterView {
     /// The address put in answers' candidate (the cluster relay, or the global relay).
     pub media_addr: SocketAddr,
     pub transceivers: Vec<Arc<dyn TransceiverControl>>,
+    /// The relays every call of the cluster crosses (its own, and a global one in front); while
+    /// any is saturated the cluster takes no new call.
+    pub relays: Vec<Arc<crate::saturation::Headroom>>,
+}
+
+impl ClusterView {
+    pub fn relay_saturated(&self) -> bool {
+        self.relays.iter().any(|r| r.is_saturated())
+    }
 }
 
 /// Where signaling learns which transceivers exist: a fixed list in the all-in-one process,

@@ -10,8 +10,8 @@
 //! refused up front, with `503` and `Retry-After`, and the calls already admitted keep their
 //! quality.
 //!
-//! [`Saturation`] is fed measurements and keeps no clock, so its rules are tested with made-up
-//! windows; the worker loop does the measuring.
+//! The saturation rule itself ([`crate::saturation`]) is shared with the relay, whose loops
+//! refuse nothing themselves but take their cluster out of placement the same way.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -99,7 +99,7 @@ pub struct WorkerLoad {
     pub connecting: AtomicUsize,
     /// Placed here and not answered yet (counted by the handle).
     pub pending: AtomicUsize,
-    /// The loop has no headroom (see [`Saturation`]).
+    /// The loop has no headroom (see [`crate::saturation::Saturation`]).
     pub saturated: AtomicBool,
     /// Measurement windows spent saturated, for `/admin/stats` and the benchmark.
     pub saturated_windows: AtomicU64,
@@ -169,175 +169,9 @@ impl WorkerLoad {
 /// A handle's view of its workers' loads, shared with them.
 pub type SharedLoad = Arc<WorkerLoad>;
 
-/// One measurement window of a worker loop.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Window {
-    /// Wall time the window covered.
-    pub wall: Duration,
-    /// Of it, time the loop was not asleep in `poll`: handling input, timers and commands, or
-    /// runnable but waiting for a core (which is just as much a loop that cannot keep up).
-    pub busy: Duration,
-    /// Datagrams dropped in the window before the loop read them (socket receive buffer full,
-    /// in-memory link queue full).
-    pub dropped: u64,
-    /// The latest any session timer fired in the window (media pacing rides on them).
-    pub max_timer_lag: Duration,
-    /// Calls the worker held at the end of the window.
-    pub calls: usize,
-}
-
-/// Thresholds and hysteresis for [`Saturation`].
-#[derive(Debug, Clone, Copy)]
-pub struct SaturationRules {
-    /// Busy share of a window above which the loop is saturated. Below 1.0 on purpose: at 90 %
-    /// a burst of setups (each a DTLS handshake's worth of crypto) already delays media.
-    pub max_busy: f64,
-    /// Timer lateness above which media pacing is visibly off (a 20 ms frame is late by a
-    /// frame).
-    pub max_timer_lag: Duration,
-    /// Clean windows in a row before the worker takes calls again, so it does not flap in and
-    /// out of placement on every other window.
-    pub recover_after: u32,
-    /// Below this many calls a late loop is the machine's doing (another process, a noisy
-    /// neighbour), not this worker's load, and refusing calls would not help: never saturated.
-    pub min_calls: usize,
-}
-
-impl Default for SaturationRules {
-    fn default() -> Self {
-        SaturationRules {
-            max_busy: 0.85,
-            max_timer_lag: Duration::from_millis(20),
-            recover_after: 3,
-            min_calls: 32,
-        }
-    }
-}
-
-/// The saturation rule: any window with drops or too little idle time, or a second window in a
-/// row with late timers, makes the worker saturated; `recover_after` clean windows in a row
-/// clear it.
-#[derive(Debug, Clone, Default)]
-pub struct Saturation {
-    rules: SaturationRules,
-    saturated: bool,
-    clean: u32,
-    /// The last window's timers were late (with no other sign of overload).
-    was_late: bool,
-}
-
-impl Saturation {
-    pub fn new(rules: SaturationRules) -> Self {
-        Saturation {
-            rules,
-            saturated: false,
-            clean: 0,
-            was_late: false,
-        }
-    }
-
-    pub fn is_saturated(&self) -> bool {
-        self.saturated
-    }
-
-    /// Takes one window's measurements and returns whether the worker is saturated now.
-    pub fn observe(&mut self, w: Window) -> bool {
-        let busy = if w.wall.is_zero() {
-            0.0
-        } else {
-            w.busy.as_secs_f64() / w.wall.as_secs_f64()
-        };
-        let late = w.max_timer_lag > self.rules.max_timer_lag;
-        // Late timers alone count from the second window in a row. A loop that cannot keep up
-        // is late window after window; one late window with headroom and no drops is a stall
-        // the clients' jitter buffers absorb (the hour's soak saw every worker 31-36 ms late at
-        // once, 7 % busy, as a load generator on the same cores hung up 50 calls), and taking
-        // every worker out of placement for it refused a whole burst of offers.
-        let hot = w.calls >= self.rules.min_calls
-            && (w.dropped > 0 || busy > self.rules.max_busy || (late && self.was_late));
-        self.was_late = late;
-        if hot {
-            self.saturated = true;
-            self.clean = 0;
-        } else if self.saturated {
-            self.clean += 1;
-            if self.clean >= self.rules.recover_after {
-                self.saturated = false;
-                self.clean = 0;
-            }
-        }
-        self.saturated
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn window(busy_ms: u64, dropped: u64, lag_ms: u64) -> Window {
-        Window {
-            wall: Duration::from_secs(1),
-            busy: Duration::from_millis(busy_ms),
-            dropped,
-            max_timer_lag: Duration::from_millis(lag_ms),
-            calls: 100,
-        }
-    }
-
-    #[test]
-    fn a_loop_with_headroom_is_not_saturated() {
-        let mut s = Saturation::default();
-        for _ in 0..10 {
-            assert!(!s.observe(window(600, 0, 3)));
-        }
-    }
-
-    #[test]
-    fn drops_busy_or_late_timers_each_saturate() {
-        for w in [window(100, 1, 0), window(900, 0, 0)] {
-            let mut s = Saturation::default();
-            assert!(s.observe(w), "{w:?}");
-        }
-        let mut s = Saturation::default();
-        assert!(!s.observe(window(100, 0, 40)));
-        assert!(s.observe(window(100, 0, 40)), "late twice in a row");
-    }
-
-    #[test]
-    fn one_late_window_with_headroom_is_a_stall_not_saturation() {
-        let mut s = Saturation::default();
-        for _ in 0..5 {
-            assert!(!s.observe(window(70, 0, 36)));
-            assert!(!s.observe(window(70, 0, 3)));
-        }
-        // Late and busy, or late and dropping, still counts at once.
-        assert!(s.observe(window(900, 0, 36)));
-        let mut s = Saturation::default();
-        assert!(s.observe(window(70, 2, 36)));
-    }
-
-    #[test]
-    fn a_lightly_loaded_worker_is_never_saturated() {
-        let mut s = Saturation::default();
-        let w = Window {
-            calls: 5,
-            ..window(990, 10, 200)
-        };
-        assert!(!s.observe(w), "a late loop with 5 calls is not their fault");
-    }
-
-    #[test]
-    fn recovery_needs_clean_windows_in_a_row() {
-        let mut s = Saturation::default();
-        assert!(s.observe(window(950, 0, 0)));
-        assert!(s.observe(window(100, 0, 0)));
-        assert!(s.observe(window(100, 0, 0)));
-        // A relapse restarts the count.
-        assert!(s.observe(window(100, 3, 0)));
-        assert!(s.observe(window(100, 0, 0)));
-        assert!(s.observe(window(100, 0, 0)));
-        assert!(!s.observe(window(100, 0, 0)), "third clean window in a row");
-    }
 
     #[test]
     fn admission_counts_pending_placements() {

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rtc::peer_connection::certificate::RTCCertificate;
 
-use super::admission::{Saturation, SharedLoad, Window};
+use super::admission::SharedLoad;
 use super::endpoint::{CallJob, Endpoint, UpstreamOpen};
 use super::faults::FaultLayer;
 use super::mailbox::{Inbox, Mailbox};
@@ -20,6 +20,7 @@ use super::{TransceiverConfig, WorkerMessage};
 use crate::call::media::JobDone;
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
+use crate::saturation::LoadMeter;
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 use crate::wakeup::Sleeper;
 
@@ -29,11 +30,6 @@ const MAX_BATCHES_PER_TURN: usize = 8;
 
 /// The sleeper's key for the worker's UDP socket; everything else wakes it through a waker.
 const SOCKET: usize = 0;
-
-/// How often the loop judges its own headroom (see [`super::admission`]): long enough to
-/// average over a few hundred turns, short enough that a saturated worker leaves placement
-/// before many more offers land on it.
-const LOAD_WINDOW: Duration = Duration::from_secs(1);
 
 /// What a worker is started with.
 pub(super) struct WorkerParts {
@@ -374,56 +370,6 @@ impl Worker {
             );
         }
         self.load.saturated.store(saturated, Ordering::Relaxed);
-    }
-}
-
-/// Measures one worker loop for [`super::admission::Saturation`]: the share of wall time it
-/// spent awake, and the drop count between windows.
-struct LoadMeter {
-    saturation: Saturation,
-    window_start: Instant,
-    busy: Duration,
-    /// When the loop last woke.
-    woke: Instant,
-    /// The drop count at the last window's end; `None` before the first, whose drops (from
-    /// before this worker ran) are not its own.
-    drops_seen: Option<u64>,
-}
-
-impl LoadMeter {
-    fn new(now: Instant) -> Self {
-        LoadMeter {
-            saturation: Saturation::default(),
-            window_start: now,
-            busy: Duration::ZERO,
-            woke: now,
-            drops_seen: None,
-        }
-    }
-
-    /// The loop is about to sleep: it has been busy since it last woke.
-    fn turn_done(&mut self, now: Instant) {
-        self.busy += now.saturating_duration_since(self.woke);
-    }
-
-    fn window_over(&mut self, woke: Instant) -> bool {
-        self.woke = woke;
-        woke.duration_since(self.window_start) >= LOAD_WINDOW
-    }
-
-    fn close(&mut self, now: Instant, drops: u64, max_timer_lag: Duration, calls: usize) -> Window {
-        let dropped = self.drops_seen.map_or(0, |seen| drops.saturating_sub(seen));
-        self.drops_seen = Some(drops);
-        let w = Window {
-            wall: now.duration_since(self.window_start),
-            busy: self.busy,
-            dropped,
-            max_timer_lag,
-            calls,
-        };
-        self.window_start = now;
-        self.busy = Duration::ZERO;
-        w
     }
 }
 

@@ -194,3 +194,94 @@ fn redis_urls_with_a_password_and_a_database_are_honoured() {
         "{e}"
     );
 }
+
+/// Polls the directory until cluster 0's relay reads `saturated`; how long that took.
+async fn until_relay(dir: &RedisDirectory, saturated: bool, within: Duration) -> Duration {
+    let t0 = std::time::Instant::now();
+    while dir.clusters()[0].relay_saturated() != saturated {
+        assert!(
+            t0.elapsed() < within,
+            "relay still {}saturated after {:?}",
+            if saturated { "not " } else { "" },
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    t0.elapsed()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_saturated_relay_takes_its_cluster_out_until_it_recovers_or_dies() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use voice_edge::saturation::Headroom;
+
+    let redis = RedisServer::start();
+    let url = format!("redis://{}", redis.addr);
+    let u = url.clone();
+    let reg = tokio::task::spawn_blocking(move || {
+        Registration::start(&u, record("a"), None, TTL, TTL / 4, || (0, false))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    let u = url.clone();
+    let dir = tokio::task::spawn_blocking(move || {
+        RedisDirectory::start(&u, "s", Duration::from_millis(50))
+    })
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(!dir.clusters()[0].relay_saturated());
+
+    // A relay of cluster 0 as `voice-edge relay` runs it: following membership, and saying
+    // whether it keeps up.
+    let headroom = Arc::new(Headroom::default());
+    let stop = Arc::new(AtomicBool::new(false));
+    let follower = registry::follow(
+        url.clone(),
+        0,
+        Arc::new(voice_edge::relay::LiveHops::default()),
+        headroom.clone(),
+        Duration::from_millis(50),
+        stop.clone(),
+    )
+    .unwrap();
+    headroom.changed(false, true);
+    until_relay(&dir, true, Duration::from_secs(2)).await;
+    headroom.changed(true, false);
+    until_relay(&dir, false, Duration::from_secs(2)).await;
+    // A relay that stops while saturated takes its word back.
+    headroom.changed(false, true);
+    until_relay(&dir, true, Duration::from_secs(2)).await;
+    stop.store(true, Ordering::Relaxed);
+    tokio::task::spawn_blocking(move || follower.join())
+        .await
+        .unwrap()
+        .unwrap();
+    until_relay(&dir, false, Duration::from_secs(2)).await;
+
+    // One that dies saturated cannot: its word lapses on its own.
+    let u = url.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut c = registry::connect(&u).unwrap();
+        registry::report_relay(&mut c, 0, "crashed", true).unwrap();
+    })
+    .await
+    .unwrap();
+    until_relay(&dir, true, Duration::from_secs(2)).await;
+    let lapsed = until_relay(
+        &dir,
+        false,
+        registry::RELAY_SATURATION_TTL + Duration::from_secs(2),
+    )
+    .await;
+    assert!(
+        lapsed >= registry::RELAY_SATURATION_TTL / 2,
+        "lapsed after {lapsed:?}"
+    );
+    dir.stop();
+    tokio::task::spawn_blocking(move || reg.leave())
+        .await
+        .unwrap();
+}

@@ -89,12 +89,14 @@ async fn start_cluster() -> Cluster {
     );
     rc.link = "127.0.0.1:0".parse().unwrap();
     rc.live_hops = Some(hops.clone());
+    let headroom = rc.headroom.clone();
     let relay = relay::spawn(rc).unwrap();
     let stop_follow = Arc::new(AtomicBool::new(false));
     registry::follow(
         redis_url.clone(),
         0,
         hops.clone(),
+        headroom,
         Duration::from_millis(100),
         stop_follow.clone(),
     )
