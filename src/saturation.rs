@@ -35,6 +35,17 @@ pub struct Window {
     pub calls: usize,
 }
 
+impl Window {
+    /// The share of the window the loop was awake, 0 to 1.
+    pub fn busy_share(&self) -> f64 {
+        if self.wall.is_zero() {
+            0.0
+        } else {
+            self.busy.as_secs_f64() / self.wall.as_secs_f64()
+        }
+    }
+}
+
 /// Thresholds and hysteresis for [`Saturation`].
 #[derive(Debug, Clone, Copy)]
 pub struct SaturationRules {
@@ -91,11 +102,7 @@ impl Saturation {
 
     /// Takes one window's measurements and returns whether the worker is saturated now.
     pub fn observe(&mut self, w: Window) -> bool {
-        let busy = if w.wall.is_zero() {
-            0.0
-        } else {
-            w.busy.as_secs_f64() / w.wall.as_secs_f64()
-        };
+        let busy = w.busy_share();
         let late = w.max_timer_lag > self.rules.max_timer_lag;
         // Late timers alone count from the second window in a row. A loop that cannot keep up
         // is late window after window; one late window with headroom and no drops is a stall

@@ -242,7 +242,7 @@ impl Worker {
                     "recovered: its cluster takes calls again"
                 },
                 window.calls,
-                100.0 * window.busy.as_secs_f64() / window.wall.as_secs_f64().max(1e-9),
+                100.0 * window.busy_share(),
                 window.dropped,
             );
         }

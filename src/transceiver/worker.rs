@@ -345,7 +345,7 @@ impl Worker {
                 self.index,
                 window.max_timer_lag,
                 window.calls,
-                100.0 * window.busy.as_secs_f64() / window.wall.as_secs_f64().max(1e-9),
+                100.0 * window.busy_share(),
             );
         }
         let was = self.meter.saturation.is_saturated();
@@ -364,7 +364,7 @@ impl Worker {
                     "recovered: back in placement"
                 },
                 window.calls,
-                100.0 * window.busy.as_secs_f64() / window.wall.as_secs_f64().max(1e-9),
+                100.0 * window.busy_share(),
                 window.dropped,
                 window.max_timer_lag
             );

@@ -128,13 +128,7 @@ async fn the_directory_follows_registrations_and_expiry() {
     .await
     .unwrap()
     .unwrap();
-    let u = url.clone();
-    let dir = tokio::task::spawn_blocking(move || {
-        RedisDirectory::start(&u, "s", Duration::from_millis(50))
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let dir = directory(&url).await;
     let view = dir.clusters();
     assert_eq!(view.len(), 1);
     assert_eq!(view[0].media_addr.to_string(), "192.0.2.9:3478");
@@ -195,6 +189,15 @@ fn redis_urls_with_a_password_and_a_database_are_honoured() {
     );
 }
 
+/// Signaling's view of `url`'s membership, refreshed every 50 ms.
+async fn directory(url: &str) -> std::sync::Arc<RedisDirectory> {
+    let u = url.to_owned();
+    tokio::task::spawn_blocking(move || RedisDirectory::start(&u, "s", Duration::from_millis(50)))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
 /// Polls the directory until cluster 0's relay reads `saturated`; how long that took.
 async fn until_relay(dir: &RedisDirectory, saturated: bool, within: Duration) -> Duration {
     let t0 = std::time::Instant::now();
@@ -225,13 +228,7 @@ async fn a_saturated_relay_takes_its_cluster_out_until_it_recovers_or_dies() {
     .await
     .unwrap()
     .unwrap();
-    let u = url.clone();
-    let dir = tokio::task::spawn_blocking(move || {
-        RedisDirectory::start(&u, "s", Duration::from_millis(50))
-    })
-    .await
-    .unwrap()
-    .unwrap();
+    let dir = directory(&url).await;
     assert!(!dir.clusters()[0].relay_saturated());
 
     // A relay of cluster 0 as `voice-edge relay` runs it: following membership, and saying
