@@ -12,7 +12,8 @@
 # voice-edge:local from VOICE_EDGE_BIN (tests/compose/image.sh), so the containers run the build
 # being measured. Prints what was offered, served, refused and failed, the loss, and each
 # container's CPU and memory over the hold; the load generator's full table is kept in
-# $OUT_DIR (default /tmp/voice-edge-compose-load). Stops by itself; `down` on exit.
+# $OUT_DIR (default /tmp/voice-edge-compose-load), with every container's log (compose.log).
+# Stops by itself; `down` on exit.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -34,7 +35,11 @@ source bench/compose/lib.sh
 compose_bench_env
 PROJECT="veload$$"
 dc() { "${COMPOSE[@]}" -p "$PROJECT" -f compose.yaml -f bench/compose/load.override.yaml "$@"; }
-cleanup() { dc down -v --remove-orphans >/dev/null 2>&1 || true; }
+# Every container's log is kept ($OUT_DIR/compose.log): who refused, who saturated, and when.
+cleanup() {
+  dc logs --no-color >"$OUT_DIR/compose.log" 2>&1 || true
+  dc down -v --remove-orphans >/dev/null 2>&1 || true
+}
 trap cleanup EXIT
 
 bash tests/compose/image.sh "$BIN" >"$OUT_DIR/image.log" 2>&1 || { cat "$OUT_DIR/image.log" >&2; exit 1; }
