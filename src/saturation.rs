@@ -90,20 +90,11 @@ pub struct Saturation {
     rules: SaturationRules,
     saturated: bool,
     clean: u32,
-    /// The last window's timers were late (with no other sign of overload).
+    /// The last window's timers were late.
     was_late: bool,
 }
 
 impl Saturation {
-    pub fn new(rules: SaturationRules) -> Self {
-        Saturation {
-            rules,
-            saturated: false,
-            clean: 0,
-            was_late: false,
-        }
-    }
-
     pub fn is_saturated(&self) -> bool {
         self.saturated
     }
@@ -137,7 +128,7 @@ impl Saturation {
 /// Measures one loop for [`Saturation`]: the share of wall time it spent awake, and the drop
 /// count between windows. Fed the loop's own instants, so it keeps no clock either.
 pub struct LoadMeter {
-    pub saturation: Saturation,
+    saturation: Saturation,
     window_start: Instant,
     busy: Duration,
     /// When the loop last woke.
@@ -169,14 +160,30 @@ impl LoadMeter {
         woke.duration_since(self.window_start) >= WINDOW
     }
 
-    /// Ends the window at `now`; `drops` is the loop's running total of dropped datagrams.
-    pub fn close(
+    pub fn is_saturated(&self) -> bool {
+        self.saturation.is_saturated()
+    }
+
+    /// Ends the window at `now` and judges it; `drops` is the loop's running total of dropped
+    /// datagrams.
+    pub fn judge(
         &mut self,
         now: Instant,
         drops: u64,
         max_timer_lag: Duration,
         calls: usize,
-    ) -> Window {
+    ) -> Verdict {
+        let window = self.close(now, drops, max_timer_lag, calls);
+        let was = self.saturation.is_saturated();
+        let saturated = self.saturation.observe(window);
+        Verdict {
+            window,
+            saturated,
+            changed: saturated != was,
+        }
+    }
+
+    fn close(&mut self, now: Instant, drops: u64, max_timer_lag: Duration, calls: usize) -> Window {
         let dropped = self.drops_seen.map_or(0, |seen| drops.saturating_sub(seen));
         self.drops_seen = Some(drops);
         let w = Window {
@@ -190,6 +197,15 @@ impl LoadMeter {
         self.busy = Duration::ZERO;
         w
     }
+}
+
+/// What closing a window decided.
+#[derive(Debug, Clone, Copy)]
+pub struct Verdict {
+    pub window: Window,
+    pub saturated: bool,
+    /// The loop went into or out of saturation with this window.
+    pub changed: bool,
 }
 
 /// A relay's headroom as placement reads it: how many of its loops (in this process) or of the

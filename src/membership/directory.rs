@@ -29,8 +29,7 @@ impl RedisDirectory {
             stop: AtomicBool::new(false),
         });
         let mut known: HashMap<(u16, u16, String), Arc<RemoteTransceiver>> = HashMap::new();
-        let members = registry::list(&mut conn, None)?;
-        let saturated = saturated_relays(&mut conn, &members)?;
+        let (members, saturated) = read(&mut conn)?;
         dir.refresh(members, &saturated, &mut known, secret);
         let (weak, url, secret) = (Arc::downgrade(&dir), url.to_owned(), secret.to_owned());
         std::thread::Builder::new()
@@ -47,11 +46,7 @@ impl RedisDirectory {
                         conn = registry::connect(&url).ok();
                     }
                     let Some(c) = conn.as_mut() else { continue };
-                    let read = registry::list(c, None).and_then(|members| {
-                        let saturated = saturated_relays(c, &members)?;
-                        Ok((members, saturated))
-                    });
-                    match read {
+                    match read(c) {
                         Ok((members, saturated)) => {
                             dir.refresh(members, &saturated, &mut known, &secret)
                         }
@@ -122,16 +117,16 @@ impl RedisDirectory {
     }
 }
 
-/// How many relays of each cluster that has members say they are saturated.
-fn saturated_relays(
-    conn: &mut redis::Connection,
-    members: &[MemberRecord],
-) -> anyhow::Result<HashMap<u16, usize>> {
+/// Every live member, and how many relays of each cluster that has members say they are
+/// saturated.
+fn read(conn: &mut redis::Connection) -> anyhow::Result<(Vec<MemberRecord>, HashMap<u16, usize>)> {
+    let members = registry::list(conn, None)?;
     let clusters: std::collections::BTreeSet<u16> = members.iter().map(|m| m.cluster).collect();
-    clusters
+    let saturated = clusters
         .into_iter()
         .map(|c| Ok((c, registry::saturated_relays(conn, c)?)))
-        .collect()
+        .collect::<anyhow::Result<_>>()?;
+    Ok((members, saturated))
 }
 
 impl Directory for RedisDirectory {

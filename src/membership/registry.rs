@@ -301,7 +301,8 @@ pub fn report_relay(
 ) -> anyhow::Result<()> {
     let key = saturated_relays_key(cluster);
     if saturated {
-        let until = now_ms() + RELAY_SATURATION_TTL.as_millis() as u64;
+        let now = now_ms();
+        let until = now + RELAY_SATURATION_TTL.as_millis() as u64;
         let _: () = redis::pipe()
             .cmd("ZADD")
             .arg(&key)
@@ -312,7 +313,7 @@ pub fn report_relay(
             .cmd("ZREMRANGEBYSCORE")
             .arg(&key)
             .arg("-inf")
-            .arg(now_ms())
+            .arg(now)
             .ignore()
             .query(conn)?;
     } else {

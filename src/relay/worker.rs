@@ -16,7 +16,7 @@ use super::route::{self, Route};
 use super::{RelayConfig, VIA_UPSTREAM};
 use crate::routing::link::{LINK_HEADER_LEN, LinkHeader};
 use crate::routing::local_link::{LocalInbox, LocalRoutes};
-use crate::saturation::LoadMeter;
+use crate::saturation::{LoadMeter, Verdict};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 use crate::wakeup::Sleeper;
 
@@ -161,10 +161,10 @@ impl Worker {
             // Only when the cache answered: a scan of every held datagram per loop turn cost
             // the relay its headroom at 1,000 calls, right when it had the most to do.
             if self.shared.recovered_since(&mut self.recovered_seen) && !self.held.is_empty() {
-                self.forward_held(Instant::now());
+                self.forward_held(woke);
             }
             // A waker says only that something was queued or the relay is stopping.
-            let mut handled = self.drain_local(Instant::now(), public_fd, link_fd, &mut to_public);
+            let mut handled = self.drain_local(woke, public_fd, link_fd, &mut to_public);
             if self.sleeper.is_ready(PUBLIC) {
                 for _ in 0..MAX_BATCHES_PER_TURN {
                     let Ok(n) = from_public.recv(public_fd) else {
@@ -210,9 +210,7 @@ impl Worker {
         self.sleeper.unwatch(self.public.as_fd());
         self.sleeper.unwatch(self.link.as_fd());
         // A stopped loop is no longer saturated; its replacement (a restart) judges afresh.
-        self.cfg
-            .headroom
-            .changed(self.meter.saturation.is_saturated(), false);
+        self.cfg.headroom.changed(self.meter.is_saturated(), false);
     }
 
     /// Closes a measurement window: does this loop keep up with what crosses it? The relay has
@@ -222,17 +220,19 @@ impl Worker {
         let drops = crate::udp_batch::receive_drops(public_fd).unwrap_or(0)
             + crate::udp_batch::receive_drops(link_fd).unwrap_or(0)
             + self.inbox.as_ref().map_or(0, LocalInbox::dropped);
-        let window = self
+        let Verdict {
+            window,
+            saturated,
+            changed,
+        } = self
             .meter
-            .close(now, drops, Duration::ZERO, self.flows.len());
+            .judge(now, drops, Duration::ZERO, self.flows.len());
         Counters::add(&self.counters.dropped_socket_full, window.dropped);
-        let was = self.meter.saturation.is_saturated();
-        let saturated = self.meter.saturation.observe(window);
         if saturated {
             Counters::inc(&self.counters.saturated_windows);
         }
-        if saturated != was {
-            self.cfg.headroom.changed(was, saturated);
+        if changed {
+            self.cfg.headroom.changed(!saturated, saturated);
             log::warn!(
                 "relay worker {}: {} ({} flows, {:.0} % busy, {} datagrams dropped)",
                 self.index,

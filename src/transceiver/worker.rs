@@ -20,7 +20,7 @@ use super::{TransceiverConfig, WorkerMessage};
 use crate::call::media::JobDone;
 use crate::routing::link::LINK_HEADER_LEN;
 use crate::routing::local_link::{LocalInbox, LocalLinks, LocalRoutes};
-use crate::saturation::LoadMeter;
+use crate::saturation::{LoadMeter, Verdict};
 use crate::udp_batch::{BATCH, RecvBatch, SendBatch};
 use crate::wakeup::Sleeper;
 
@@ -330,7 +330,11 @@ impl Worker {
     fn judge_load(&mut self, fd: RawFd, now: Instant) {
         let drops = crate::udp_batch::receive_drops(fd).unwrap_or(0)
             + self.local_inbox.as_ref().map_or(0, LocalInbox::dropped);
-        let window = self.meter.close(
+        let Verdict {
+            window,
+            saturated,
+            changed,
+        } = self.meter.judge(
             now,
             drops,
             self.endpoint.take_max_timer_lag(),
@@ -348,12 +352,10 @@ impl Worker {
                 100.0 * window.busy_share(),
             );
         }
-        let was = self.meter.saturation.is_saturated();
-        let saturated = self.meter.saturation.observe(window);
         if saturated {
             self.load.saturated_windows.fetch_add(1, Ordering::Relaxed);
         }
-        if saturated != was {
+        if changed {
             log::warn!(
                 "transceiver {}.{}: {} ({} calls, {:.0} % busy, {} drops, timers up to {:?} late)",
                 self.id,
